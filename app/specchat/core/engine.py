@@ -1,0 +1,217 @@
+"""The engine: a target model, an optional draft model, and `generate()`.
+
+The speculation mode is chosen per call, so a front end can switch between off, draft and lookup
+between messages without reloading anything.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .compat import require_compatible
+from .decoder import Decoder
+from .drafters import ModelDrafter, PromptLookupDrafter
+from .gguf import read_gguf_info
+from .runtime import ModelRuntime, RuntimeConfig
+from .types import GenerationParams, Mode, TokenEvent
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
+Cancel = threading.Event | Callable[[], bool] | None
+
+_FALLBACK_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+class EngineBusyError(RuntimeError):
+    pass
+
+
+class DraftUnavailableError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class LoadedModelInfo:
+    path: Path
+    name: str
+    quantization: str | None
+    size_bytes: int
+    n_ctx: int
+    n_gpu_layers: int
+    n_threads: int
+
+
+class ChatTemplate:
+    """Renders messages with the GGUF's own chat template (Jinja, sandboxed)."""
+
+    def __init__(self, rt: ModelRuntime) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        template = rt.info.chat_template or _FALLBACK_TEMPLATE
+        self._bos_text = rt.special_text(rt.bos_id) if rt.bos_id >= 0 else ""
+        self._fmt = Jinja2ChatFormatter(
+            template=template,
+            eos_token=rt.special_text(rt.eos_id) if rt.eos_id >= 0 else "",
+            bos_token=self._bos_text,
+        )
+        self._rt = rt
+
+    def render(self, messages: Sequence[Message]) -> str:
+        msgs: Any = [dict(m) for m in messages]
+        return self._fmt(messages=msgs).prompt
+
+    def tokens(self, messages: Sequence[Message]) -> list[int]:
+        text = self.render(messages)
+        add_bos = self._rt.add_bos and not (self._bos_text and text.startswith(self._bos_text))
+        return self._rt.tokenize(text, add_special=add_bos, parse_special=True)
+
+
+def _cancel_check(cancel: Cancel) -> Callable[[], bool]:
+    if cancel is None:
+        return lambda: False
+    if isinstance(cancel, threading.Event):
+        return cancel.is_set
+    return cancel
+
+
+class Engine:
+    """Owns both models. Not thread-safe by design: one generation at a time (a second
+    concurrent call raises EngineBusyError instead of corrupting the KV caches)."""
+
+    def __init__(
+        self,
+        target_path: str | Path,
+        draft_path: str | Path | None = None,
+        *,
+        target_config: RuntimeConfig | None = None,
+        draft_config: RuntimeConfig | None = None,
+    ) -> None:
+        self.target = ModelRuntime(target_path, target_config)
+        self.template = ChatTemplate(self.target)
+        self.draft: ModelRuntime | None = None
+        self._model_drafter: ModelDrafter | None = None
+        self._lookup = PromptLookupDrafter()
+        self._lock = threading.Lock()
+        if draft_path is not None:
+            try:
+                self.load_draft(draft_path, draft_config)
+            except BaseException:
+                self.target.close()
+                raise
+
+    # -- models -----------------------------------------------------------------------------
+    def load_draft(self, path: str | Path, config: RuntimeConfig | None = None) -> None:
+        """Load (or replace) the draft model after checking that it fits the target."""
+        info = read_gguf_info(path)
+        require_compatible(self.target.info, info)
+        rt = ModelRuntime(path, config or self.target.config)
+        with self._lock:
+            old, self.draft = self.draft, rt
+            self._model_drafter = ModelDrafter(rt)
+        if old is not None:
+            old.close()
+
+    def unload_draft(self) -> None:
+        with self._lock:
+            old, self.draft, self._model_drafter = self.draft, None, None
+        if old is not None:
+            old.close()
+
+    @property
+    def has_draft(self) -> bool:
+        return self.draft is not None
+
+    def describe(self) -> dict[str, LoadedModelInfo | None]:
+        def one(rt: ModelRuntime | None) -> LoadedModelInfo | None:
+            if rt is None:
+                return None
+            return LoadedModelInfo(
+                rt.path,
+                rt.info.model_name or rt.path.stem,
+                rt.info.quantization,
+                rt.size_bytes,
+                rt.n_ctx,
+                rt.config.n_gpu_layers,
+                rt.n_threads,
+            )
+
+        return {"target": one(self.target), "draft": one(self.draft)}
+
+    def reset_caches(self) -> None:
+        """Forget every cached prefix (benchmarks and comparisons start each run cold)."""
+        with self._lock:
+            self.target.reset()
+            if self.draft is not None:
+                self.draft.reset()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.draft is not None:
+                self.draft.close()
+                self.draft = None
+            self.target.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- generation -------------------------------------------------------------------------
+    def prompt_tokens(self, messages: Sequence[Message]) -> list[int]:
+        return self.template.tokens(messages)
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        params: GenerationParams | None = None,
+        mode: Mode | str = Mode.OFF,
+        cancel: Cancel = None,
+    ) -> Iterator[TokenEvent]:
+        """Stream the assistant's reply to `messages` as TokenEvents."""
+        return self.generate_tokens(self.prompt_tokens(messages), params, mode, cancel)
+
+    def generate_tokens(
+        self,
+        prompt: Sequence[int],
+        params: GenerationParams | None = None,
+        mode: Mode | str = Mode.OFF,
+        cancel: Cancel = None,
+    ) -> Iterator[TokenEvent]:
+        params = (params or GenerationParams()).validate()
+        mode = Mode.parse(mode)
+        if not prompt:
+            raise ValueError("the prompt is empty")
+        drafter: ModelDrafter | PromptLookupDrafter | None = None
+        if mode is Mode.DRAFT:
+            if self._model_drafter is None:
+                raise DraftUnavailableError(
+                    "no draft model is loaded: load one or pick another mode"
+                )
+            self._model_drafter.reset(params.k_init, params.k_max)
+            drafter = self._model_drafter
+        elif mode is Mode.LOOKUP:
+            self._lookup.reset(
+                min_match=params.lookup_min_match,
+                max_ngram=params.lookup_max_ngram,
+                k_max=params.k_max,
+            )
+            drafter = self._lookup
+        dec = Decoder(
+            self.target, prompt, params, mode, drafter=drafter, cancel=_cancel_check(cancel)
+        )
+        return self._locked(dec)
+
+    def _locked(self, dec: Decoder) -> Iterator[TokenEvent]:
+        if not self._lock.acquire(blocking=False):
+            raise EngineBusyError("a reply is already being generated")
+        try:
+            yield from dec.run()
+        finally:
+            self._lock.release()

@@ -1,0 +1,1 @@
+"""Package data: the model catalog (catalog.toml), installed as specchat.catalog_data."""

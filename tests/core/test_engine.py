@@ -1,0 +1,237 @@
+"""The engine on the real default pair: greedy exactness, bookkeeping, cancel, errors."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+
+import pytest
+
+from specchat.core.engine import DraftUnavailableError, Engine
+from specchat.core.gguf import GGUFError
+from specchat.core.types import FinishReason, GenerationParams, Mode, TokenEvent
+
+CODE_PROMPT = [
+    {"role": "user", "content": "Write a Python function that checks whether a number is prime."}
+]
+SNIPPET = """def moving_average(values, window):
+    if window <= 0:
+        raise ValueError("window must be positive")
+    out = []
+    total = 0.0
+    for i, v in enumerate(values):
+        total += v
+        if i >= window:
+            total -= values[i - window]
+        if i >= window - 1:
+            out.append(total / window)
+    return out
+"""
+EDIT_PROMPT = [
+    {
+        "role": "user",
+        "content": "Rename the function to rolling_mean and keep everything else exactly the same. "
+        "Reply with the full code only.\n\n```python\n" + SNIPPET + "```",
+    }
+]
+
+
+def run(engine: Engine, messages, mode: str, **kw) -> tuple[list[TokenEvent], TokenEvent]:
+    params = GenerationParams(record_top2=True, **kw)
+    events = list(engine.generate(messages, params, mode))
+    tokens = [e for e in events if e.token_ids]
+    assert events[-1].finish_reason is not None
+    return tokens, events[-1]
+
+
+def ids(events: list[TokenEvent]) -> list[int]:
+    return [e.token_ids[0] for e in events]
+
+
+def assert_greedy_exact(events: list[TokenEvent]) -> None:
+    """Every emitted token is the argmax of the target logits row that verified it."""
+    for i, e in enumerate(events):
+        assert e.top2 is not None
+        assert e.token_ids[0] == e.top2.first_id, f"token {i} is not the target's argmax"
+
+
+def divergence_report(off: list[TokenEvent], spec: list[TokenEvent]) -> tuple[int, float] | None:
+    """None if identical; else (index, top-2 logit gap of the plain run there). Fails unless the
+    divergence is a near-tie: both runs' top two tokens are the same pair, in swapped order."""
+    for i, (a, b) in enumerate(zip(off, spec, strict=False)):
+        if a.token_ids != b.token_ids:
+            assert a.top2 is not None and b.top2 is not None
+            pair_a = {a.top2.first_id, a.top2.second_id}
+            pair_b = {b.top2.first_id, b.top2.second_id}
+            assert pair_a == pair_b, f"divergence at {i} is not between the same two candidates"
+            assert a.top2.gap < 1.0, f"divergence at {i} with a clear winner (gap {a.top2.gap:.3f})"
+            print(
+                f"first divergence at token {i}: "
+                f"plain gap {a.top2.gap:.4f}, spec gap {b.top2.gap:.4f}"
+            )
+            return i, a.top2.gap
+    return None
+
+
+@pytest.mark.parametrize("mode", ["draft", "lookup"])
+def test_greedy_speculation_follows_the_target(engine: Engine, mode: str) -> None:
+    prompt = CODE_PROMPT if mode == "draft" else EDIT_PROMPT
+    off, off_end = run(engine, prompt, "off", max_tokens=64)
+    spec, spec_end = run(engine, prompt, mode, max_tokens=64)
+    assert_greedy_exact(off)
+    assert_greedy_exact(spec)
+    assert off_end.stats.drafted == 0 and off_end.stats.acceptance_rate is None
+    st = spec_end.stats
+    assert st.drafted > 0, "speculation never drafted"
+    assert 0 < st.accepted <= st.drafted
+    assert st.accepted == sum(e.from_draft for e in spec)
+    assert st.mean_accepted_length is not None and st.mean_accepted_length > 1.0
+    assert len(st.per_position_acceptance) >= 1
+    assert spec_end.stats.tokens == len(spec)
+    divergence_report(off, spec)
+
+
+def test_lookup_copies_repeated_code(engine: Engine) -> None:
+    spec, end = run(engine, EDIT_PROMPT, "lookup", max_tokens=120)
+    text = "".join(e.text for e in spec)
+    assert "rolling_mean" in text
+    st = end.stats
+    assert st.acceptance_rate is not None and st.acceptance_rate > 0.5, st.as_dict()
+    assert st.mean_accepted_length is not None and st.mean_accepted_length > 2.0
+    assert sum(e.from_draft for e in spec) > 40
+
+
+def test_target_as_its_own_draft_accepts_almost_everything(model_paths) -> None:
+    """A draft identical to the target must be accepted except at near-ties of batched maths."""
+    target, _ = model_paths
+    from specchat.core.runtime import RuntimeConfig
+
+    cfg = RuntimeConfig(n_ctx=1024)
+    with Engine(target, target, target_config=cfg, draft_config=cfg) as eng:
+        spec, end = run(eng, CODE_PROMPT, "draft", max_tokens=48, p_min=0.0)
+    st = end.stats
+    assert st.drafted >= 20
+    assert st.acceptance_rate is not None and st.acceptance_rate >= 0.9, st.as_dict()
+    assert_greedy_exact(spec)
+
+
+def test_sampled_generation_is_seeded(engine: Engine) -> None:
+    for mode in ("off", "draft", "lookup"):
+        a, _ = run(engine, CODE_PROMPT, mode, max_tokens=24, temperature=0.9, top_p=0.95, seed=7)
+        b, _ = run(engine, CODE_PROMPT, mode, max_tokens=24, temperature=0.9, top_p=0.95, seed=7)
+        assert ids(a) == ids(b), mode
+
+
+def test_max_tokens_and_stop_strings(engine: Engine) -> None:
+    toks, end = run(engine, CODE_PROMPT, "draft", max_tokens=5)
+    assert len(toks) == 5 and end.finish_reason is FinishReason.LENGTH
+    full, _ = run(engine, CODE_PROMPT, "off", max_tokens=40)
+    text = "".join(e.text for e in full)
+    stop = "def "
+    assert stop in text
+    cut, end = run(engine, CODE_PROMPT, "lookup", max_tokens=40, stop=(stop,))
+    got = "".join(e.text for e in cut) + end.text
+    assert end.finish_reason is FinishReason.STOP
+    assert got == text[: text.index(stop)]
+
+
+def test_reply_ends_at_end_of_generation(engine: Engine) -> None:
+    msgs = [{"role": "user", "content": "Reply with just the word: yes"}]
+    toks, end = run(engine, msgs, "draft", max_tokens=40)
+    assert end.finish_reason is FinishReason.STOP
+    assert "yes" in "".join(e.text for e in toks).lower()
+
+
+def test_full_context_ends_with_a_reason(model_paths) -> None:
+    from specchat.core.runtime import RuntimeConfig
+
+    cfg = RuntimeConfig(n_ctx=256)
+    with Engine(model_paths[0], model_paths[1], target_config=cfg, draft_config=cfg) as eng:
+        msgs = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]
+        toks, end = run(eng, msgs, "draft", max_tokens=1000)
+        assert end.finish_reason is FinishReason.CONTEXT
+        assert len(eng.target.cache) <= 256
+        # A prompt longer than the context is refused with a reason, not a crash.
+        long = [{"role": "user", "content": "word " * 400}]
+        _, end = run(eng, long, "off", max_tokens=10)
+        assert end.finish_reason is FinishReason.CONTEXT and "context" in end.stats.note
+
+
+def test_cancel_stops_within_one_step_and_next_generation_is_correct(engine: Engine) -> None:
+    reference, _ = run(engine, CODE_PROMPT, "off", max_tokens=30)
+    for mode in ("draft", "lookup", "off"):
+        cancel = threading.Event()
+        seen = 0
+        events = []
+        for ev in engine.generate(CODE_PROMPT, GenerationParams(max_tokens=200), mode, cancel):
+            events.append(ev)
+            if ev.token_ids:
+                seen += 1
+                if seen == 10:
+                    cancel.set()
+                    at_cancel = ev.stats.tokens
+        end = events[-1]
+        assert end.finish_reason is FinishReason.CANCELLED
+        # one step may still deliver its accepted run (at most k_max + 1 tokens)
+        assert end.stats.tokens - at_cancel <= GenerationParams().k_max + 1
+        again, _ = run(engine, CODE_PROMPT, "off", max_tokens=30)
+        assert ids(again) == ids(reference), f"generation after a cancelled {mode} run differs"
+
+
+def test_abandoned_iterator_leaves_caches_consistent(engine: Engine) -> None:
+    reference, _ = run(engine, CODE_PROMPT, "off", max_tokens=20)
+    it = engine.generate(CODE_PROMPT, GenerationParams(max_tokens=200), "draft")
+    for _ in range(7):
+        next(it)
+    it.close()  # the consumer walks away mid-reply
+    again, _ = run(engine, CODE_PROMPT, "off", max_tokens=20)
+    assert ids(again) == ids(reference)
+
+
+def test_mode_switches_between_messages_without_reload(engine: Engine) -> None:
+    target, draft = engine.target, engine.draft
+    for mode in ("off", "draft", "lookup", "off"):
+        _, end = run(engine, CODE_PROMPT, mode, max_tokens=6)
+        assert end.stats.mode == mode
+    assert engine.target is target and engine.draft is draft
+
+
+def test_draft_mode_without_a_draft_is_refused(model_paths) -> None:
+    from specchat.core.runtime import RuntimeConfig
+
+    with Engine(model_paths[0], target_config=RuntimeConfig(n_ctx=512)) as eng:
+        with pytest.raises(DraftUnavailableError):
+            list(eng.generate(CODE_PROMPT, GenerationParams(max_tokens=4), Mode.DRAFT))
+        _, end = run(eng, CODE_PROMPT, "lookup", max_tokens=4)
+        assert end.stats.tokens == 4
+
+
+def test_bad_files_give_clear_errors_and_the_process_lives(tmp_path, model_paths) -> None:
+    with pytest.raises(GGUFError, match="does not exist"):
+        Engine(tmp_path / "missing.gguf")
+    text = tmp_path / "notes.gguf"
+    text.write_text("hello, I am not a model\n")
+    with pytest.raises(GGUFError, match="not a GGUF"):
+        Engine(text)
+    truncated = tmp_path / "truncated.gguf"
+    with open(model_paths[1], "rb") as src, open(truncated, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+        dst.truncate(300_000_000)
+    with pytest.raises(GGUFError, match="truncated"):
+        Engine(truncated)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_tokens": 0},
+        {"temperature": -1.0},
+        {"top_p": 0.0},
+        {"temperature": float("nan")},
+        {"k_max": 1000},
+        {"k_init": 9, "k_max": 8},
+    ],
+)
+def test_absurd_settings_are_refused(engine: Engine, bad) -> None:
+    with pytest.raises(ValueError, match="invalid generation settings"):
+        engine.generate(CODE_PROMPT, GenerationParams(**bad), "off")
