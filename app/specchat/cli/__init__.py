@@ -1,0 +1,1 @@
+"""specchat-cli: the command-line front end (subcommands live in their own modules)."""

@@ -1,0 +1,181 @@
+"""`specchat-cli generate` (one prompt) and `specchat-cli chat` (interactive terminal chat)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..core.engine import Engine, Message
+from ..core.types import GenerationParams, GenerationStats, Mode, TokenEvent
+from .common import add_engine_options, engine_from_args
+
+MODES = [m.value for m in Mode]
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    g = sub.add_parser("generate", help="generate a reply to one prompt and print its stats")
+    g.add_argument("--prompt", required=True, help="the user message")
+    g.add_argument("--system", default=None, help="optional system prompt")
+    g.add_argument("--mode", default="off", choices=MODES, help="speculation mode")
+    _add_sampling_options(g)
+    g.add_argument("--json", action="store_true", help="end with one JSON stats object")
+    add_engine_options(g)
+    g.set_defaults(func=cmd_generate)
+
+    c = sub.add_parser("chat", help="interactive chat in the terminal (/mode, /help, /quit)")
+    c.add_argument("--mode", default="lookup", choices=MODES, help="initial speculation mode")
+    c.add_argument("--system", default=None, help="optional system prompt")
+    _add_sampling_options(c)
+    add_engine_options(c)
+    c.set_defaults(func=cmd_chat)
+
+
+def _add_sampling_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-tokens", type=int, default=512)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--repeat-penalty", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--k-max", type=int, default=8, help="most tokens drafted per step")
+    p.add_argument("--p-min", type=float, default=0.5, help="draft stops below this confidence")
+
+
+def params_from_args(args: argparse.Namespace) -> GenerationParams:
+    return GenerationParams(
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        min_p=args.min_p,
+        repeat_penalty=args.repeat_penalty,
+        seed=args.seed,
+        k_max=args.k_max,
+        k_init=min(4, args.k_max),
+        p_min=args.p_min,
+    ).validate()
+
+
+def stats_line(st: GenerationStats) -> str:
+    parts = [f"mode {st.mode}", f"{st.tokens} tokens", f"{st.tokens_per_s:.1f} tok/s"]
+    parts.append(f"first token {st.ttft_s * 1000:.0f} ms")
+    if st.acceptance_rate is not None:
+        parts.append(f"accepted {st.accepted}/{st.drafted} ({st.acceptance_rate:.0%})")
+        parts.append(f"mean accepted length {st.mean_accepted_length:.2f}")
+    elif st.mode != Mode.OFF.value:
+        parts.append("nothing drafted")
+    if st.note:
+        parts.append(st.note)
+    return "[" + ", ".join(parts) + "]"
+
+
+def stream(events, out=sys.stdout) -> TokenEvent:
+    last = None
+    for ev in events:
+        if ev.text:
+            out.write(ev.text)
+            out.flush()
+        last = ev
+    assert last is not None
+    return last
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    params = params_from_args(args)
+    messages: list[Message] = []
+    if args.system:
+        messages.append({"role": "system", "content": args.system})
+    messages.append({"role": "user", "content": args.prompt})
+    with engine_from_args(args) as engine:
+        end = stream(engine.generate(messages, params, args.mode))
+    print()
+    if args.json:
+        record = end.stats.as_dict()
+        record["finish_reason"] = end.finish_reason.value if end.finish_reason else None
+        print(json.dumps(record))
+    else:
+        print(stats_line(end.stats), file=sys.stderr)
+    return 0
+
+
+HELP = """commands:
+  /mode off|draft|lookup   switch speculation for the next message (no reload)
+  /new                     start a new conversation
+  /quit                    leave (Ctrl+D works too)"""
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    params = params_from_args(args)
+    mode = Mode.parse(args.mode)
+    print("loading models…", file=sys.stderr)
+    with engine_from_args(args) as engine:
+        if mode is Mode.DRAFT and not engine.has_draft:
+            mode = Mode.LOOKUP
+        history: list[Message] = []
+        if args.system:
+            history.append({"role": "system", "content": args.system})
+        print(f"ready — speculation: {mode.value}. Type /help for commands.", file=sys.stderr)
+        while True:
+            try:
+                line = input("\nyou> ").strip()
+            except EOFError:
+                print()
+                return 0
+            if not line:
+                continue
+            if line.startswith("/"):
+                mode = _chat_command(line, mode, engine, history, args)
+                if mode is None:
+                    return 0
+                continue
+            history.append({"role": "user", "content": line})
+            print("assistant> ", end="", flush=True)
+            try:
+                end = _chat_reply(engine, history, params, mode)
+            except KeyboardInterrupt:
+                print("\n[stopped]", file=sys.stderr)
+                history.pop()
+                continue
+            print()
+            print(stats_line(end.stats), file=sys.stderr)
+
+
+def _chat_reply(engine: Engine, history: list[Message], params, mode: Mode) -> TokenEvent:
+    pieces: list[str] = []
+    last = None
+    for ev in engine.generate(history, params, mode):
+        if ev.text:
+            pieces.append(ev.text)
+            sys.stdout.write(ev.text)
+            sys.stdout.flush()
+        last = ev
+    assert last is not None
+    history.append({"role": "assistant", "content": "".join(pieces)})
+    return last
+
+
+def _chat_command(line: str, mode: Mode, engine: Engine, history: list[Message], args):
+    cmd, _, arg = line.partition(" ")
+    if cmd in ("/quit", "/exit"):
+        return None
+    if cmd == "/mode":
+        try:
+            new = Mode.parse(arg)
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return mode
+        if new is Mode.DRAFT and not engine.has_draft:
+            print("no draft model is loaded; staying in", mode.value, file=sys.stderr)
+            return mode
+        print(f"speculation: {new.value}", file=sys.stderr)
+        return new
+    if cmd == "/new":
+        del history[:]
+        if args.system:
+            history.append({"role": "system", "content": args.system})
+        print("new conversation", file=sys.stderr)
+        return mode
+    print(HELP, file=sys.stderr)
+    return mode
