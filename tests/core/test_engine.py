@@ -73,7 +73,7 @@ def divergence_report(off: list[TokenEvent], spec: list[TokenEvent]) -> tuple[in
     return None
 
 
-@pytest.mark.parametrize("mode", ["draft", "lookup"])
+@pytest.mark.parametrize("mode", ["draft", "lookup", "auto"])
 def test_greedy_speculation_follows_the_target(engine: Engine, mode: str) -> None:
     prompt = CODE_PROMPT if mode == "draft" else EDIT_PROMPT
     off, off_end = run(engine, prompt, "off", max_tokens=64)
@@ -89,6 +89,8 @@ def test_greedy_speculation_follows_the_target(engine: Engine, mode: str) -> Non
     assert len(st.per_position_acceptance) >= 1
     assert spec_end.stats.tokens == len(spec)
     divergence_report(off, spec)
+    if mode == "auto":
+        assert st.note.startswith("auto:"), st.note
 
 
 def test_lookup_copies_repeated_code(engine: Engine) -> None:
@@ -116,6 +118,7 @@ def test_target_as_its_own_draft_accepts_almost_everything(model_paths) -> None:
 
 
 def test_sampled_generation_is_seeded(engine: Engine) -> None:
+    # (auto is left out: its choices follow measured timings, so its random path can differ)
     for mode in ("off", "draft", "lookup"):
         a, _ = run(engine, CODE_PROMPT, mode, max_tokens=24, temperature=0.9, top_p=0.95, seed=7)
         b, _ = run(engine, CODE_PROMPT, mode, max_tokens=24, temperature=0.9, top_p=0.95, seed=7)
@@ -190,7 +193,7 @@ def test_abandoned_iterator_leaves_caches_consistent(engine: Engine) -> None:
 
 def test_mode_switches_between_messages_without_reload(engine: Engine) -> None:
     target, draft = engine.target, engine.draft
-    for mode in ("off", "draft", "lookup", "off"):
+    for mode in ("off", "draft", "lookup", "auto", "off"):
         _, end = run(engine, CODE_PROMPT, mode, max_tokens=6)
         assert end.stats.mode == mode
     assert engine.target is target and engine.draft is draft

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from .auto import DRAFT, LOOKUP, CostModel, lookup_bucket
 from .drafters import Draft, ModelDrafter, PromptLookupDrafter
 from .runtime import ContextFullError, ModelRuntime, PrefillCancelled
 from .sampling import Warp, accept_draft_token, residual_sample, sample, top2
@@ -80,14 +81,18 @@ class Decoder:
         params: GenerationParams,
         mode: Mode,
         *,
-        drafter: ModelDrafter | PromptLookupDrafter | None,
+        model: ModelDrafter | None,
+        lookup: PromptLookupDrafter,
+        cost: CostModel,
         cancel: CancelCheck | None = None,
     ) -> None:
         self.t = target
         self.prompt = list(prompt)
         self.p = params
         self.mode = mode
-        self.drafter = drafter
+        self.model = model
+        self.lookup = lookup
+        self.cost = cost
         self.cancel = cancel or (lambda: False)
         self.warp = Warp(params)
         self.rng = np.random.default_rng(params.seed)
@@ -184,11 +189,14 @@ class Decoder:
                 room = t.n_ctx - len(t.cache)
                 if room < 1:
                     raise _Finished(FinishReason.CONTEXT)
-                draft = self._draft(min(room - 1, self.p.max_tokens - self.stats.tokens))
+                limit = min(room - 1, self.p.max_tokens - self.stats.tokens, self.p.k_max)
+                draft, kind, bucket = self._draft(limit)
                 if draft.tokens:
-                    yield from self._verify(draft)
+                    yield from self._verify(draft, kind, bucket)
                 else:
+                    t_start = time.perf_counter()
                     row = t.decode([self.ctx[-1]], logits_for="last")[0]
+                    self.cost.observe_target(1, time.perf_counter() - t_start)
                     self.stats.target_steps += 1
                     yield from self._emit(self._pick(row), False, row)
         except _Finished as fin:
@@ -203,27 +211,61 @@ class Decoder:
             # Keep the caches consistent with what was actually decoded, whatever happened.
             t.truncate(max(len(self.prompt), len(self.ctx) - 1))
 
-    def _draft(self, limit: int) -> Draft:
-        d = self.drafter
-        if d is None or limit < 1 or self.mode is Mode.OFF:
-            return Draft([], None)
-        if isinstance(d, ModelDrafter):
-            self.stats.k_current = d.k
-            return d.propose(
-                self.ctx,
-                min(limit, d.k),
-                warp=self.warp,
-                rng=self.rng,
-                p_min=self.p.p_min,
-                history_tail=self.p.repeat_last_n,
-            )
-        return d.propose(self.ctx, limit)
+    def _draft(self, limit: int) -> tuple[Draft, str, str]:
+        """The draft for this step (possibly empty), which drafter made it, and its bucket."""
+        none = Draft([], None)
+        if limit < 1 or self.mode is Mode.OFF:
+            return none, "", ""
+        if self.mode is Mode.DRAFT:
+            return self._model_draft(limit), DRAFT, ""
+        start, match = self.lookup.find(self.ctx)
+        avail = self.lookup.available(start)
+        bucket = lookup_bucket(match)
+        if self.mode is Mode.LOOKUP:
+            if start < 0:
+                return none, "", ""
+            k, _ = self.cost.best_k(LOOKUP, bucket, min(limit, avail))
+            return Draft(self.lookup.take(start, max(k, 1)), None, match), LOOKUP, bucket
+        plan = self.cost.plan(
+            lookup_match=match if start >= 0 else 0,
+            lookup_avail=avail,
+            draft_ok=self.model is not None,
+            max_k=limit,
+            draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
+        )
+        self.stats.note = plan.reason
+        self.stats.k_current = plan.k
+        if plan.drafter == LOOKUP:
+            return Draft(self.lookup.take(start, plan.k), None, match), LOOKUP, bucket
+        if plan.drafter == DRAFT:
+            return self._model_draft(plan.k), DRAFT, ""
+        return none, "", ""
 
-    def _verify(self, draft: Draft) -> Iterator[TokenEvent]:
+    def _model_draft(self, limit: int) -> Draft:
+        d = self.model
+        if d is None:
+            return Draft([], None)
+        k = min(limit, d.k) if self.mode is Mode.DRAFT else limit
+        self.stats.k_current = k
+        t_start = time.perf_counter()
+        draft = d.propose(
+            self.ctx,
+            k,
+            warp=self.warp,
+            rng=self.rng,
+            p_min=self.p.p_min,
+            history_tail=self.p.repeat_last_n,
+        )
+        self.cost.observe_draft(max(len(draft.tokens), 1), time.perf_counter() - t_start)
+        return draft
+
+    def _verify(self, draft: Draft, kind: str, bucket: str) -> Iterator[TokenEvent]:
         t, st, warp = self.t, self.stats, self.warp
         k = len(draft.tokens)
         base = len(self.ctx)  # position of the first drafted token
+        t_start = time.perf_counter()
         rows = t.decode([self.ctx[-1], *draft.tokens], logits_for="all")
+        self.cost.observe_target(k + 1, time.perf_counter() - t_start)
         st.target_steps += 1
         st.verify_steps += 1
         st.drafted += k
@@ -255,8 +297,11 @@ class Decoder:
         st.accepted += accepted
         for i in range(accepted):
             st.draft_pos_accepted[i] += 1
-        if self.drafter is not None:
-            self.drafter.feedback(k, accepted)
+        self.cost.observe_accept(kind, bucket, k, accepted)
+        if kind == DRAFT and self.model is not None:
+            self.model.feedback(k, accepted)
+        elif kind == LOOKUP:
+            self.lookup.feedback(k, accepted)
         # Roll the target back to ctx + accepted drafts, then emit them and the target's token.
         t.truncate(base + accepted)
         for i in range(accepted):

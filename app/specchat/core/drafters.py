@@ -6,7 +6,7 @@ exact speculative sampling at T > 0), and `feedback()`, which sizes the next dra
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,6 +168,13 @@ class PromptLookupDrafter(LlamaDraftModel):
                 best_end, best_len = end, length
         return best_end, best_len
 
+    def available(self, start: int) -> int:
+        """How many tokens follow position `start` (0 when there is no match)."""
+        return len(self._tokens) - start if start >= 0 else 0
+
+    def take(self, start: int, k: int) -> list[int]:
+        return list(self._tokens[start : start + k])
+
     def propose(self, context: Sequence[int], k: int | None = None, **_: Any) -> Draft:
         start, match_len = self.find(context)
         if start < 0:
@@ -182,6 +189,3 @@ class PromptLookupDrafter(LlamaDraftModel):
         if drafted == 0:
             return
         self._streak = self._streak + 1 if accepted == drafted else 0
-
-
-DraftSource = Callable[[Sequence[int], int], Draft]

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .auto import CostModel
 from .compat import require_compatible
 from .decoder import Decoder
 from .drafters import ModelDrafter, PromptLookupDrafter
 from .gguf import read_gguf_info
-from .runtime import ModelRuntime, RuntimeConfig
+from .runtime import ModelRuntime, RuntimeConfig, gpu_offload_supported
 from .types import GenerationParams, Mode, TokenEvent
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
@@ -98,6 +99,7 @@ class Engine:
         self._model_drafter: ModelDrafter | None = None
         self._lookup = PromptLookupDrafter()
         self._lock = threading.Lock()
+        self.cost = self._new_cost_model()
         if draft_path is not None:
             try:
                 self.load_draft(draft_path, draft_config)
@@ -114,6 +116,7 @@ class Engine:
         with self._lock:
             old, self.draft = self.draft, rt
             self._model_drafter = ModelDrafter(rt)
+            self.cost = self._new_cost_model()
         if old is not None:
             old.close()
 
@@ -122,6 +125,13 @@ class Engine:
             old, self.draft, self._model_drafter = self.draft, None, None
         if old is not None:
             old.close()
+
+    def _new_cost_model(self) -> CostModel:
+        gpu = self.target.config.n_gpu_layers != 0 and gpu_offload_supported()
+        ratio = 0.45
+        if self.draft is not None:
+            ratio = min(1.0, self.draft.size_bytes / max(self.target.size_bytes, 1))
+        return CostModel(gpu=gpu, draft_cost_ratio=ratio)
 
     @property
     def has_draft(self) -> bool:
@@ -188,23 +198,24 @@ class Engine:
         mode = Mode.parse(mode)
         if not prompt:
             raise ValueError("the prompt is empty")
-        drafter: ModelDrafter | PromptLookupDrafter | None = None
-        if mode is Mode.DRAFT:
-            if self._model_drafter is None:
-                raise DraftUnavailableError(
-                    "no draft model is loaded: load one or pick another mode"
-                )
+        if mode is Mode.DRAFT and self._model_drafter is None:
+            raise DraftUnavailableError("no draft model is loaded: load one or pick another mode")
+        if self._model_drafter is not None:
             self._model_drafter.reset(params.k_init, params.k_max)
-            drafter = self._model_drafter
-        elif mode is Mode.LOOKUP:
-            self._lookup.reset(
-                min_match=params.lookup_min_match,
-                max_ngram=params.lookup_max_ngram,
-                k_max=params.k_max,
-            )
-            drafter = self._lookup
+        self._lookup.reset(
+            min_match=params.lookup_min_match,
+            max_ngram=params.lookup_max_ngram,
+            k_max=params.k_max,
+        )
         dec = Decoder(
-            self.target, prompt, params, mode, drafter=drafter, cancel=_cancel_check(cancel)
+            self.target,
+            prompt,
+            params,
+            mode,
+            model=self._model_drafter,
+            lookup=self._lookup,
+            cost=self.cost,
+            cancel=_cancel_check(cancel),
         )
         return self._locked(dec)
 

@@ -13,6 +13,7 @@ class Mode(str, Enum):
     OFF = "off"
     DRAFT = "draft"
     LOOKUP = "lookup"
+    AUTO = "auto"  # a cost model picks lookup, the draft model or plain decoding step by step
 
     @classmethod
     def parse(cls, value: str | Mode) -> Mode:
