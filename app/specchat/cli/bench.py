@@ -1,0 +1,192 @@
+"""`specchat-cli bench`: measure speculation modes (and peers) on a prompt suite."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..core.bench import (
+    REFERENCE,
+    BenchSettings,
+    RunResult,
+    Variant,
+    load_suite,
+    parse_modes,
+    run_bench,
+)
+from ..core.bench_report import build_report, models_info, to_json, to_markdown
+from ..core.types import GenerationParams, Mode
+from .common import add_engine_options, engine_from_args
+
+PEER_CHOICES = ("llama-cpp-python", "llama.cpp")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    b = sub.add_parser(
+        "bench",
+        help="benchmark speculation modes on a prompt suite (interleaved with off)",
+        description="Runs every prompt of a suite with speculation off and with each mode, "
+        "interleaved (off, A, off, B, ...) from cold caches, and reports tokens/s, speedup vs "
+        "off, time to first token, acceptance and whether the text matches. "
+        "See docs/benchmarks.md.",
+    )
+    b.add_argument("--suite", type=Path, help="suite TOML (default: the bundled default suite)")
+    b.add_argument(
+        "--modes",
+        default=None,
+        help="comma-separated modes; off is always measured (default: "
+        + ",".join(m.value for m in Mode)
+        + ", without draft when no draft model is loaded)",
+    )
+    b.add_argument("--prompts", help="comma-separated prompt ids to run (default: all)")
+    b.add_argument("--repeats", type=int, default=3, help="repeats per prompt (default: 3)")
+    b.add_argument(
+        "--max-tokens",
+        type=int,
+        default=None,
+        help="token limit for every prompt (default: each prompt's max_tokens, else 256)",
+    )
+    b.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
+    b.add_argument("--seed", type=int, default=None, help="sampling seed (with --temperature)")
+    b.add_argument("--k-max", type=int, default=8, help="most tokens drafted per step")
+    b.add_argument("--p-min", type=float, default=0.5, help="draft stops below this confidence")
+    b.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up runs")
+    b.add_argument(
+        "--peers",
+        default="",
+        help="comma-separated peers to measure too: llama-cpp-python, llama.cpp (or all)",
+    )
+    b.add_argument(
+        "--llama-cpp-bin",
+        type=Path,
+        help="folder with llama.cpp's llama-speculative-simple and llama-completion",
+    )
+    b.add_argument("--peer-k", type=int, default=None, help="peers' draft length (default: k-max)")
+    b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
+    b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
+    b.add_argument("--png", type=Path, metavar="OUT", help="draw a speedup chart (PNG) here")
+    b.add_argument("--quiet", action="store_true", help="no per-run progress lines")
+    add_engine_options(b)
+    b.set_defaults(func=cmd_bench)
+
+
+def parse_peers(text: str, bin_dir: Path | None) -> list[str]:
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    if "all" in names:
+        names = list(PEER_CHOICES) if bin_dir else ["llama-cpp-python"]
+    out: list[str] = []
+    for n in names:
+        n = {"lcpp-py": "llama-cpp-python", "native": "llama.cpp"}.get(n, n)
+        if n not in PEER_CHOICES:
+            raise ValueError(f"unknown peer {n!r} (choose from: {', '.join(PEER_CHOICES)})")
+        if n not in out:
+            out.append(n)
+    if bin_dir is not None and "llama.cpp" not in out:
+        out.append("llama.cpp")
+    if "llama.cpp" in out and bin_dir is None:
+        raise ValueError("the llama.cpp peer needs --llama-cpp-bin DIR (see docs/benchmarks.md)")
+    return out
+
+
+def progress_line(r: RunResult, done: int, total: int) -> str:
+    parts = [
+        f"[{done}/{total}]",
+        f"{r.prompt_id}",
+        f"{r.label}",
+        f"rep {r.repeat + 1}",
+        f"{r.tokens} tok",
+        f"{r.tokens_per_s:.1f} tok/s",
+    ]
+    if r.ttft_s is not None:
+        parts.append(f"ttft {r.ttft_s * 1000:.0f} ms")
+    if r.acceptance_rate is not None:
+        parts.append(f"accept {r.acceptance_rate:.0%}")
+    return " ".join(parts)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    suite = load_suite(args.suite)
+    if args.prompts:
+        suite = suite.select(args.prompts.split(","))
+    # unknown modes fail before any model loads
+    modes = parse_modes(args.modes or [m.value for m in Mode])
+    peers = parse_peers(args.peers, args.llama_cpp_bin)
+    params = GenerationParams(
+        temperature=args.temperature,
+        seed=args.seed,
+        k_max=args.k_max,
+        k_init=min(4, args.k_max),
+        p_min=args.p_min,
+    ).validate()
+    BenchSettings(args.repeats, args.max_tokens, params).validate()  # before loading models
+    peer_k = args.peer_k or args.k_max
+    if args.png is not None:
+        from ..gui.bench_chart import check_available
+
+        check_available()  # fail now, not after an hour of measuring
+    print(
+        f"loading models… ({len(suite.prompts)} prompts, modes {','.join(modes)})", file=sys.stderr
+    )
+    with engine_from_args(args) as engine:
+        if args.modes is None and not engine.has_draft:
+            modes = [m for m in modes if m != Mode.DRAFT.value]
+        variants: list[Variant] = []
+        try:
+            if "llama-cpp-python" in peers:
+                from ..core.bench_peers import stock_peers
+
+                variants += stock_peers(engine, k=peer_k, p_min=args.p_min)
+            if "llama.cpp" in peers:
+                from ..core.bench_peers import native_peers
+
+                variants += native_peers(engine, args.llama_cpp_bin, k=peer_k)
+
+            def on_run(r: RunResult, done: int, total: int) -> None:
+                if not args.quiet:
+                    print(progress_line(r, done, total), file=sys.stderr, flush=True)
+
+            bench = run_bench(
+                engine,
+                suite,
+                modes,
+                args.repeats,
+                max_tokens=args.max_tokens,
+                params=params,
+                peers=variants,
+                warmup=not args.no_warmup,
+                on_run=on_run,
+            )
+            extra = {
+                "peers": peers,
+                "peer_k": peer_k if peers else None,
+                "llama_cpp_bin": str(args.llama_cpp_bin) if args.llama_cpp_bin else None,
+                "threads": engine.target.n_threads,
+                "ctx": engine.target.n_ctx,
+            }
+            report = build_report(bench, models=models_info(engine), extra_settings=extra)
+        finally:
+            for v in variants:
+                v.close()
+    md = to_markdown(report)
+    if args.json is not None:
+        _write(args.json, to_json(report))
+    if args.md is not None:
+        _write(args.md, md)
+    if args.png is not None:
+        from ..gui.bench_chart import save_chart
+
+        save_chart(report, args.png)
+    print(md)
+    for path in (args.json, args.md, args.png):
+        if path is not None:
+            print(f"wrote {path}", file=sys.stderr)
+    if not report["complete"]:
+        print("interrupted: the report covers the runs measured so far", file=sys.stderr)
+        return 130
+    return 0 if REFERENCE in report["overall"] else 1
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,468 @@
+"""Benchmark suites and the interleaved runner (no Qt).
+
+A suite is a TOML file of ``[[prompts]]`` tables (see ``resources/bench/default_suite.toml``).
+Every variant (a speculation mode, or a peer implementation) is measured in pairs with the
+reference, SpecChat with speculation off: for each repeat and prompt the runner does ``off, A,
+off, B, …``, each run from cold KV caches, so every ratio compares two runs taken side by side
+and slow drift of the machine cancels out. The statistics live in ``bench_report``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from ..resources_path import resources_dir
+from .engine import Engine, Message
+from .types import GenerationParams, Mode
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+KINDS = ("code", "edit", "quote", "chat")
+SUITE_PACKAGE = "specchat.bench_data"  # package data, once pyproject ships it
+SUITE_FILE = "default_suite.toml"
+DEFAULT_MAX_TOKENS = 256
+WARMUP_TOKENS = 8
+REFERENCE = Mode.OFF.value  # the label every other variant is paired with
+
+_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_PROMPT_KEYS = {"id", "kind", "prompt", "system", "max_tokens"}
+
+
+# -- suites ---------------------------------------------------------------------------------
+class SuiteError(ValueError):
+    """A suite file that cannot be used; the message names the file and the entry."""
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    id: str
+    kind: str  # one of KINDS
+    prompt: str  # the user message
+    system: str | None = None
+    max_tokens: int | None = None
+
+    def messages(self) -> list[Message]:
+        out: list[Message] = []
+        if self.system:
+            out.append({"role": "system", "content": self.system})
+        out.append({"role": "user", "content": self.prompt})
+        return out
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    prompts: tuple[BenchPrompt, ...]
+    source: str = ""
+
+    def select(self, ids: Iterable[str]) -> Suite:
+        """The prompts with these ids, in the order given (unknown ids are an error)."""
+        by_id = {p.id: p for p in self.prompts}
+        wanted = [i.strip() for i in ids if i.strip()]
+        missing = [i for i in wanted if i not in by_id]
+        if missing:
+            raise SuiteError(
+                f"{self.source or self.name}: no prompt with id {', '.join(map(repr, missing))} "
+                f"(ids: {', '.join(by_id)})"
+            )
+        return Suite(self.name, tuple(by_id[i] for i in wanted), self.source)
+
+
+def parse_suite(text: str, source: str = "<suite>") -> Suite:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{source}: not valid TOML: {exc}") from None
+    entries = data.get("prompts")
+    if not isinstance(entries, list) or not entries:
+        raise SuiteError(f"{source}: no [[prompts]] entries")
+    prompts: list[BenchPrompt] = []
+    seen: set[str] = set()
+    for n, entry in enumerate(entries, 1):
+        where = f"{source}: prompt #{n}"
+        if not isinstance(entry, dict):
+            raise SuiteError(f"{where}: must be a table")
+        unknown = sorted(set(entry) - _PROMPT_KEYS)
+        if unknown:
+            raise SuiteError(f"{where}: unknown key(s) {', '.join(unknown)}")
+        pid = entry.get("id")
+        if not isinstance(pid, str) or not _ID_RE.fullmatch(pid):
+            raise SuiteError(f"{where}: id must be a word of letters, digits, '_', '-' or '.'")
+        where = f"{source}: prompt {pid!r}"
+        if pid in seen:
+            raise SuiteError(f"{where}: duplicate id")
+        seen.add(pid)
+        kind = entry.get("kind")
+        if kind not in KINDS:
+            raise SuiteError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+        prompt = entry.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise SuiteError(f"{where}: prompt must be a non-empty string")
+        system = entry.get("system")
+        if system is not None and not isinstance(system, str):
+            raise SuiteError(f"{where}: system must be a string")
+        max_tokens = entry.get("max_tokens")
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
+            raise SuiteError(f"{where}: max_tokens must be a positive integer")
+        prompts.append(BenchPrompt(pid, kind, prompt, system or None, max_tokens))
+    name = data.get("name", Path(source).stem)
+    return Suite(str(name), tuple(prompts), source)
+
+
+def load_suite(path: str | os.PathLike[str] | None = None) -> Suite:
+    """Read a suite file; without a path, the default suite shipped with SpecChat."""
+    if path is None:
+        text, origin = _default_suite_text()
+        return parse_suite(text, origin)
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SuiteError(f"cannot read suite {p}: {exc.strerror or exc}") from None
+    return parse_suite(text, str(p))
+
+
+def _default_suite_text() -> tuple[str, str]:
+    try:
+        res = resources.files(SUITE_PACKAGE) / SUITE_FILE
+        if res.is_file():
+            return res.read_text(encoding="utf-8"), str(res)
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        pass
+    path = resources_dir() / "bench" / SUITE_FILE  # a checkout, or a PyInstaller bundle
+    if path.is_file():
+        return path.read_text(encoding="utf-8"), str(path)
+    raise SuiteError(f"the default bench suite was not found (looked for {path})")
+
+
+# -- one run --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PreparedPrompt:
+    """A suite prompt rendered with the target's chat template, as text and as token ids."""
+
+    prompt: BenchPrompt
+    text: str
+    tokens: tuple[int, ...]
+    max_tokens: int
+
+
+@dataclass
+class RunResult:
+    """One measured generation of one variant on one prompt."""
+
+    label: str  # the variant: "off", "draft", "lcpp-py:draft", ...
+    runner: str  # "specchat", "llama-cpp-python", "llama.cpp"
+    mode: str
+    prompt_id: str
+    kind: str
+    repeat: int
+    pair: int  # runs with the same pair number were taken side by side
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    exact_ids: bool = True  # False: ids re-tokenized from the text (peers)
+    tokens: int = 0
+    prompt_tokens: int = 0
+    tokens_per_s: float = 0.0  # decode speed after the first token
+    e2e_tokens_per_s: float = 0.0  # tokens / (request start -> last token)
+    ttft_s: float | None = None  # None: the runner cannot tell (llama.cpp native)
+    elapsed_s: float = 0.0
+    drafted: int | None = None  # None: the runner does not report it
+    accepted: int | None = None
+    verify_steps: int | None = None
+    finish_reason: str | None = None
+    peak_rss_bytes: int = 0
+    start_rss_bytes: int = 0
+    note: str = ""
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        if self.drafted and self.accepted is not None:
+            return self.accepted / self.drafted
+        return None
+
+    def as_dict(self, with_text: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.prompt_id,
+            "kind": self.kind,
+            "mode": self.label,
+            "runner": self.runner,
+            "speculation": self.mode,
+            "repeat": self.repeat,
+            "pair": self.pair,
+            "tokens": self.tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "tokens_per_s": _r(self.tokens_per_s, 3),
+            "e2e_tokens_per_s": _r(self.e2e_tokens_per_s, 3),
+            "ttft_s": _r(self.ttft_s, 4),
+            "total_s": _r(self.elapsed_s, 4),
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance_rate": _r(self.acceptance_rate, 4),
+            "finish_reason": self.finish_reason,
+            "peak_rss_mb": _r(self.peak_rss_bytes / 2**20, 1),
+            "note": self.note,
+        }
+        if with_text:
+            out["text"] = self.text
+        return out
+
+
+def _r(x: float | None, nd: int) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+class Variant(Protocol):
+    """Something the runner can measure: a speculation mode of our engine, or a peer."""
+
+    label: str
+    runner: str
+    mode: str
+    baseline: str | None  # label of the variant's own no-speculation baseline, if any
+
+    def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult: ...
+
+    def close(self) -> None: ...
+
+
+class RssSampler:
+    """Samples a process's resident set every `interval` seconds while active; `peak` is the
+    largest value seen. (ru_maxrss only ever grows, so it cannot give a per-run peak.)"""
+
+    def __init__(self, pid: int | None = None, interval: float = 0.01) -> None:
+        import psutil
+
+        self._proc = psutil.Process(pid)
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.start_rss = self._rss()
+        self.peak = self.start_rss
+
+    def _rss(self) -> int:
+        try:
+            return int(self._proc.memory_info().rss)
+        except Exception:  # the process ended
+            return 0
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.peak = max(self.peak, self._rss())
+
+    def __enter__(self) -> RssSampler:
+        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.peak = max(self.peak, self._rss())
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+class EngineVariant:
+    """A speculation mode of SpecChat's own engine (off, draft, lookup, auto, ...)."""
+
+    runner = "specchat"
+    baseline: str | None = None
+
+    def __init__(self, engine: Engine, mode: Mode | str) -> None:
+        self.engine = engine
+        self.mode = Mode.parse(mode).value
+        self.label = self.mode
+
+    def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult:
+        self.engine.reset_caches()  # every run starts cold: a fair time to first token
+        ids: list[int] = []
+        pieces: list[str] = []
+        last = None
+        with RssSampler() as rss:
+            for ev in self.engine.generate_tokens(prompt.tokens, params, self.mode):
+                ids.extend(ev.token_ids)
+                pieces.append(ev.text)
+                last = ev
+        assert last is not None
+        st = last.stats
+        return RunResult(
+            label=self.label,
+            runner=self.runner,
+            mode=self.mode,
+            prompt_id=prompt.prompt.id,
+            kind=prompt.prompt.kind,
+            repeat=0,
+            pair=0,
+            text="".join(pieces),
+            token_ids=ids,
+            tokens=st.tokens,
+            prompt_tokens=st.prompt_tokens,
+            tokens_per_s=st.tokens_per_s,
+            e2e_tokens_per_s=st.tokens / st.elapsed_s if st.elapsed_s > 0 else 0.0,
+            ttft_s=st.ttft_s,
+            elapsed_s=st.elapsed_s,
+            drafted=st.drafted,
+            accepted=st.accepted,
+            verify_steps=st.verify_steps,
+            finish_reason=last.finish_reason.value if last.finish_reason else None,
+            peak_rss_bytes=rss.peak,
+            start_rss_bytes=rss.start_rss,
+            note=st.note,
+        )
+
+    def close(self) -> None:
+        pass
+
+
+# -- the interleaved runner -----------------------------------------------------------------
+OnRun = Callable[[RunResult, int, int], None]  # (result, runs done, runs in all)
+P = TypeVar("P")
+
+
+@dataclass
+class BenchSettings:
+    repeats: int = 3
+    max_tokens: int | None = None  # None: each prompt's own max_tokens, else DEFAULT_MAX_TOKENS
+    params: GenerationParams = field(default_factory=GenerationParams)
+    warmup: bool = True
+
+    def validate(self) -> BenchSettings:
+        if not 1 <= self.repeats <= 1000:
+            raise ValueError("repeats must be between 1 and 1000")
+        if self.max_tokens is not None and not 1 <= self.max_tokens <= 1_000_000:
+            raise ValueError("max_tokens must be between 1 and 1,000,000")
+        self.params.validate()
+        return self
+
+
+@dataclass
+class BenchRun:
+    """Everything a report needs: the suite, the variants measured and every run."""
+
+    suite: Suite
+    labels: list[str]  # variants in the order measured, REFERENCE first
+    baselines: dict[str, str | None]
+    runners: dict[str, str]
+    runs: list[RunResult]
+    settings: BenchSettings
+    started_at: float
+    duration_s: float
+    planned_runs: int = 0
+    interrupted: bool = False  # stopped early (Ctrl+C or cancel): the report is partial
+
+
+def prepare(engine: Engine, prompt: BenchPrompt, settings: BenchSettings) -> PreparedPrompt:
+    messages = prompt.messages()
+    limit = settings.max_tokens or prompt.max_tokens or DEFAULT_MAX_TOKENS
+    return PreparedPrompt(
+        prompt,
+        engine.template.render(messages),
+        tuple(engine.prompt_tokens(messages)),
+        limit,
+    )
+
+
+def parse_modes(text: str | Sequence[str]) -> list[str]:
+    """Mode names from "off,draft,..." (any Mode member, so new modes work as they appear).
+    The reference (off) is always measured and comes first."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    modes = [Mode.parse(m).value for m in items if str(m).strip()]
+    out = [REFERENCE]
+    for m in modes:
+        if m not in out:
+            out.append(m)
+    return out
+
+
+def schedule(
+    prompts: Sequence[P], labels: Sequence[str], repeats: int
+) -> list[tuple[int, P, str, int]]:
+    """(repeat, prompt, variant label, pair) in running order: per repeat, per prompt,
+    ``off, A, off, B, …``. With only the reference, one run per prompt and repeat."""
+    out: list[tuple[int, P, str, int]] = []
+    pair = 0
+    others = [lab for lab in labels if lab != REFERENCE]
+    for rep in range(repeats):
+        for p in prompts:
+            if not others:
+                out.append((rep, p, REFERENCE, pair))
+                pair += 1
+            for lab in others:
+                out.append((rep, p, REFERENCE, pair))
+                out.append((rep, p, lab, pair))
+                pair += 1
+    return out
+
+
+def run_bench(
+    engine: Engine,
+    suite: Suite,
+    modes: str | Sequence[str],
+    repeats: int = 3,
+    *,
+    max_tokens: int | None = None,
+    params: GenerationParams | None = None,
+    peers: Sequence[Variant] = (),
+    warmup: bool = True,
+    on_run: OnRun | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> BenchRun:
+    """Measure `modes` of `engine` (and any peer variants) on every prompt of `suite`."""
+    settings = BenchSettings(repeats, max_tokens, params or GenerationParams(), warmup).validate()
+    mode_labels = parse_modes(modes)
+    if Mode.DRAFT.value in mode_labels and not engine.has_draft:
+        raise ValueError("mode draft needs a draft model, and none is loaded")
+    variants: dict[str, Variant] = {m: EngineVariant(engine, m) for m in mode_labels}
+    for peer in peers:
+        if peer.label in variants:
+            raise ValueError(f"two variants are called {peer.label!r}")
+        variants[peer.label] = peer
+    labels = list(variants)
+    prompts = [prepare(engine, p, settings) for p in suite.prompts]
+    plan = schedule(prompts, labels, settings.repeats)
+    started, t0 = time.time(), time.perf_counter()
+    if settings.warmup and prompts:
+        # Touch every model's weights once (they are mmapped) so the first pair is not cold.
+        short = settings.params.with_(max_tokens=WARMUP_TOKENS)
+        for v in variants.values():
+            if getattr(v, "needs_warmup", True):
+                v.run(prompts[0], short)
+    runs: list[RunResult] = []
+    interrupted = False
+    try:
+        for n, (rep, prompt, label, pair) in enumerate(plan, 1):
+            if cancel is not None and cancel():
+                interrupted = True
+                break
+            p = settings.params.with_(max_tokens=prompt.max_tokens)
+            result = variants[label].run(prompt, p)
+            result.repeat, result.pair = rep, pair
+            runs.append(result)
+            if on_run is not None:
+                on_run(result, n, len(plan))
+    except KeyboardInterrupt:  # Ctrl+C: keep what was measured so far
+        interrupted = True
+    return BenchRun(
+        suite=suite,
+        labels=labels,
+        baselines={lab: v.baseline for lab, v in variants.items()},
+        runners={lab: v.runner for lab, v in variants.items()},
+        runs=runs,
+        settings=settings,
+        started_at=started,
+        duration_s=time.perf_counter() - t0,
+        planned_runs=len(plan),
+        interrupted=interrupted,
+    )

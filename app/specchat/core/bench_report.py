@@ -1,0 +1,421 @@
+"""Benchmark statistics and reports (pure functions over the runs of a `BenchRun`; no Qt).
+
+Definitions (also written into every JSON report):
+
+- tokens/s: decode speed after the first token, ``(tokens - 1) / (last token - first token)``.
+- end-to-end tokens/s: ``tokens / (request start -> last token)``, prefill included.
+- speedup vs off: the **median of the per-pair ratios** ``tok/s(variant) / tok/s(off)``, each pair
+  measured side by side. The ratio of the two medians is reported too; with a quiet machine the
+  two agree, and when they do not, the paired figure is the one less affected by drift.
+- TTFT ratio vs off: median of per-pair ``ttft(variant) / ttft(off)`` (below 1 is faster).
+- Overall figures per variant: geometric means over prompts (and over the prompts of one kind).
+- Acceptance rate: accepted / drafted, pooled over all runs; mean accepted length: 1 + accepted /
+  verification passes, pooled.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from .bench import REFERENCE, BenchRun, RunResult
+from .engine import Engine
+
+SCHEMA_VERSION = 1
+
+DEFINITIONS = {
+    "tokens_per_s": "decode speed after the first token: (tokens - 1) / (last - first token)",
+    "e2e_tokens_per_s": "tokens / (request start -> last token), prefill included",
+    "speedup_vs_off": "median over repeats of the per-pair ratio tokens_per_s / off's, "
+    "where each pair ran side by side (off, variant)",
+    "speedup_vs_off_ratio_of_medians": "median tokens_per_s / median tokens_per_s of the "
+    "paired off runs",
+    "e2e_speedup_vs_off": "median of per-pair ratios of e2e_tokens_per_s",
+    "ttft_s": "median time from request start to the first token (cold caches)",
+    "ttft_ratio_vs_off": "median of per-pair ratios ttft_s / off's ttft_s (below 1 is faster)",
+    "speedup_vs_baseline": "peers only: median tokens_per_s / median tokens_per_s of the "
+    "peer's own no-speculation baseline",
+    "acceptance_rate": "accepted / drafted, pooled over the repeats (null: nothing drafted "
+    "or not reported)",
+    "mean_accepted_length": "1 + accepted / verification passes, pooled",
+    "identical_to_off": "every run's reply equals its paired off run's reply (peers: compared "
+    "as text; their token ids are the target's tokenization of that text)",
+    "first_divergence": "first token index at which a reply differs from its off pair "
+    "(smallest over repeats)",
+    "peak_rss_mb": "largest resident set seen while a run was going, sampled every 10 ms "
+    "(the models are mmapped, so it includes every touched weight page)",
+    "rss_growth_mb": "largest rise of the resident set during one run",
+    "overall": "geometric mean over prompts of the per-prompt figures",
+}
+
+
+# -- small statistics -----------------------------------------------------------------------
+def median(xs: Iterable[float]) -> float | None:
+    v = sorted(xs)
+    if not v:
+        return None
+    mid = len(v) // 2
+    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
+
+
+def geomean(xs: Iterable[float | None]) -> float | None:
+    """Geometric mean of the positive finite values (None when there are none)."""
+    v = [x for x in xs if x is not None and math.isfinite(x) and x > 0]
+    if not v:
+        return None
+    return math.exp(sum(math.log(x) for x in v) / len(v))
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0 or not math.isfinite(a) or not math.isfinite(b):
+        return None
+    return a / b
+
+
+def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first differing token, or None when the sequences are equal."""
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def same_reply(a: RunResult, b: RunResult) -> tuple[bool, int | None]:
+    """(identical, first divergent token index). Exact ids when both runs have them, else the
+    text decides and the index comes from the (re-tokenized) ids."""
+    if a.exact_ids and b.exact_ids:
+        d = first_divergence(a.token_ids, b.token_ids)
+        return d is None, d
+    if a.text == b.text:
+        return True, None
+    d = first_divergence(a.token_ids, b.token_ids)
+    return False, d if d is not None else min(len(a.token_ids), len(b.token_ids))
+
+
+# -- records --------------------------------------------------------------------------------
+def _med_ratio(pairs: Sequence[tuple[RunResult, RunResult]], attr: str) -> float | None:
+    return median(
+        r for r in (ratio(getattr(v, attr), getattr(o, attr)) for o, v in pairs) if r is not None
+    )
+
+
+def _pooled(runs: Sequence[RunResult]) -> tuple[float | None, float | None, int | None, int | None]:
+    drafted = [r.drafted for r in runs if r.drafted is not None]
+    accepted = [r.accepted for r in runs if r.accepted is not None]
+    steps = [r.verify_steps for r in runs if r.verify_steps is not None]
+    d = sum(drafted) if drafted else None
+    a = sum(accepted) if accepted else None
+    rate = a / d if d and a is not None else None
+    mal = 1.0 + a / sum(steps) if steps and sum(steps) and a is not None else None
+    return rate, mal, d, a
+
+
+def record(
+    runs: Sequence[RunResult],
+    refs: dict[int, RunResult],
+    baseline_runs: Sequence[RunResult] = (),
+) -> dict[str, Any]:
+    """The figures of one (prompt, variant) from its runs and the off runs (by pair)."""
+    first = runs[0]
+    is_ref = first.label == REFERENCE
+    if is_ref:
+        pairs = [(r, r) for r in runs]
+        same = [same_reply(runs[0], r) for r in runs]
+    else:
+        pairs = [(refs[r.pair], r) for r in runs if r.pair in refs]
+        same = [same_reply(o, v) for o, v in pairs]
+    divergences = [d for ok, d in same if not ok and d is not None]
+    ref_tps = median(o.tokens_per_s for o, _ in pairs)
+    rate, mal, drafted, accepted = _pooled(runs)
+    ttfts = [r.ttft_s for r in runs if r.ttft_s is not None]
+    tps = median(r.tokens_per_s for r in runs)
+    base_tps = median(r.tokens_per_s for r in baseline_runs)
+    out: dict[str, Any] = {
+        "id": first.prompt_id,
+        "kind": first.kind,
+        "mode": first.label,
+        "runner": first.runner,
+        "speculation": first.mode,
+        "repeats": len(runs),
+        "prompt_tokens": first.prompt_tokens,
+        "tokens": median(r.tokens for r in runs),
+        "tokens_per_s": tps,
+        "tokens_per_s_runs": [r.tokens_per_s for r in runs],
+        "e2e_tokens_per_s": median(r.e2e_tokens_per_s for r in runs),
+        "speedup_vs_off": 1.0 if is_ref else _med_ratio(pairs, "tokens_per_s"),
+        "speedup_vs_off_ratio_of_medians": 1.0 if is_ref else ratio(tps, ref_tps),
+        "e2e_speedup_vs_off": 1.0 if is_ref else _med_ratio(pairs, "e2e_tokens_per_s"),
+        "ttft_s": median(ttfts),
+        "ttft_ratio_vs_off": 1.0 if is_ref and ttfts else _med_ratio(pairs, "ttft_s"),
+        "speedup_vs_baseline": ratio(tps, base_tps) if baseline_runs else None,
+        "acceptance_rate": rate,
+        "mean_accepted_length": mal,
+        "drafted": drafted,
+        "accepted": accepted,
+        "identical_to_off": all(ok for ok, _ in same),
+        "first_divergence": min(divergences) if divergences else None,
+        "finish_reasons": sorted({r.finish_reason or "?" for r in runs}),
+        "peak_rss_mb": max(r.peak_rss_bytes for r in runs) / 2**20,
+        "rss_growth_mb": max(max(r.peak_rss_bytes - r.start_rss_bytes, 0) for r in runs) / 2**20,
+        "notes": sorted({r.note for r in runs if r.note}),
+        "text": first.text,
+    }
+    return out
+
+
+def records(bench: BenchRun) -> list[dict[str, Any]]:
+    """One record per (prompt, variant), prompts in suite order, variants in measured order."""
+    out = []
+    for prompt in bench.suite.prompts:
+        mine = [r for r in bench.runs if r.prompt_id == prompt.id]
+        refs = {r.pair: r for r in mine if r.label == REFERENCE}
+        for label in bench.labels:
+            runs = [r for r in mine if r.label == label]
+            if not runs:
+                continue
+            base = bench.baselines.get(label)
+            base_runs = [r for r in mine if r.label == base] if base else []
+            out.append(record(runs, refs, base_runs))
+    return out
+
+
+def overall(bench: BenchRun, recs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant: geometric means over prompts, per kind too; pooled acceptance."""
+    out: dict[str, dict[str, Any]] = {}
+    for label in bench.labels:
+        rs = [r for r in recs if r["mode"] == label]
+        if not rs:
+            continue
+        runs = [r for r in bench.runs if r.label == label]
+        rate, mal, drafted, accepted = _pooled(runs)
+        kinds = sorted({r["kind"] for r in rs})
+        out[label] = {
+            "runner": bench.runners.get(label, ""),
+            "prompts": len(rs),
+            "tokens_per_s_geomean": geomean(r["tokens_per_s"] for r in rs),
+            "e2e_tokens_per_s_geomean": geomean(r["e2e_tokens_per_s"] for r in rs),
+            "speedup_vs_off_geomean": geomean(r["speedup_vs_off"] for r in rs),
+            "e2e_speedup_vs_off_geomean": geomean(r["e2e_speedup_vs_off"] for r in rs),
+            "ttft_s_median": median(r["ttft_s"] for r in rs if r["ttft_s"] is not None),
+            "ttft_ratio_vs_off_geomean": geomean(r["ttft_ratio_vs_off"] for r in rs),
+            "speedup_vs_baseline_geomean": geomean(r["speedup_vs_baseline"] for r in rs),
+            "acceptance_rate": rate,
+            "mean_accepted_length": mal,
+            "drafted": drafted,
+            "accepted": accepted,
+            "identical_prompts": sum(1 for r in rs if r["identical_to_off"]),
+            "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+            "speedup_by_kind": {
+                k: geomean(r["speedup_vs_off"] for r in rs if r["kind"] == k) for k in kinds
+            },
+        }
+    return out
+
+
+# -- the whole report -----------------------------------------------------------------------
+def machine_info() -> dict[str, Any]:
+    import psutil
+
+    try:
+        from importlib.metadata import version
+
+        lcp = version("llama-cpp-python")
+    except Exception:
+        lcp = None
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cpu_count_logical": os.cpu_count(),
+        "cpu_count_physical": psutil.cpu_count(logical=False),
+        "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "llama_cpp_python": lcp,
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def models_info(engine: Engine) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for role, rt in (("target", engine.target), ("draft", engine.draft)):
+        out[role] = (
+            None
+            if rt is None
+            else {
+                "file": rt.path.name,
+                "path": str(rt.path),
+                "size_bytes": rt.size_bytes,
+                "name": rt.info.model_name,
+                "quantization": rt.info.quantization,
+                "n_ctx": rt.n_ctx,
+                "threads": rt.n_threads,
+            }
+        )
+    return out
+
+
+def build_report(
+    bench: BenchRun,
+    *,
+    models: dict[str, Any],
+    argv: Sequence[str] | None = None,
+    extra_settings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The JSON-ready report: settings, machine, models, records, overall and every run."""
+    argv = list(sys.argv if argv is None else argv)
+    recs = records(bench)
+    s = bench.settings
+    settings: dict[str, Any] = {
+        "suite": bench.suite.source or bench.suite.name,
+        "prompts": [p.id for p in bench.suite.prompts],
+        "modes": bench.labels,
+        "repeats": s.repeats,
+        "max_tokens": s.max_tokens,
+        "temperature": s.params.temperature,
+        "seed": s.params.seed,
+        "k_max": s.params.k_max,
+        "p_min": s.params.p_min,
+        "warmup": s.warmup,
+        "order": "per repeat, per prompt: off, A, off, B, ... (each run from cold caches)",
+    }
+    settings.update(extra_settings or {})
+    return {
+        "schema": SCHEMA_VERSION,
+        "command": shlex.join(argv),
+        "argv": argv,
+        "started_at": datetime.fromtimestamp(bench.started_at, timezone.utc).isoformat(),
+        "duration_s": round(bench.duration_s, 2),
+        "complete": not bench.interrupted and len(bench.runs) == bench.planned_runs,
+        "planned_runs": bench.planned_runs,
+        "machine": machine_info(),
+        "models": models,
+        "settings": settings,
+        "definitions": DEFINITIONS,
+        "records": recs,
+        "overall": overall(bench, recs),
+        "runs": [r.as_dict() for r in bench.runs],
+    }
+
+
+def to_json(report: dict[str, Any]) -> str:
+    """The report as JSON text: floats rounded to 4 decimals, inf/nan written as null."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, float):
+            return round(x, 4) if math.isfinite(x) else None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        return x
+
+    return json.dumps(clean(report), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+# -- Markdown -------------------------------------------------------------------------------
+def _f(x: float | None, fmt: str = "{:.2f}", none: str = "–") -> str:
+    return none if x is None else fmt.format(x)
+
+
+def _ms(x: float | None) -> str:
+    return _f(None if x is None else x * 1000, "{:.0f}")
+
+
+def _pct(x: float | None) -> str:
+    return _f(None if x is None else x * 100, "{:.0f}%")
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    m, s = report["machine"], report["settings"]
+    lines = [
+        "# SpecChat benchmark",
+        "",
+        f"- command: `{report['command']}`",
+        f"- machine: {m['cpu']}, {m['cpu_count_physical']} cores / {m['cpu_count_logical']} "
+        f"threads, {m['memory_gb']} GB; llama-cpp-python {m['llama_cpp_python']}",
+        f"- {s['repeats']} repeat(s), temperature {s['temperature']}, "
+        f"max tokens {s['max_tokens'] or 'per prompt'}, started {report['started_at']}, "
+        f"took {report['duration_s']:.0f} s",
+    ]
+    if not report.get("complete", True):
+        lines.append(
+            f"- **partial run**: {len(report['runs'])} of {report['planned_runs']} runs measured"
+        )
+    for role, info in report["models"].items():
+        if info:
+            lines.append(f"- {role}: {info['file']} ({info['size_bytes'] / 1e9:.2f} GB)")
+    lines += ["", "## Overall (geometric means over prompts)", ""]
+    ov = report["overall"]
+    kinds = sorted({k for o in ov.values() for k in o["speedup_by_kind"]})
+    head = ["mode", "tok/s", "speedup", "e2e speedup", "TTFT ratio", "accept", "mean len"]
+    head += ["same text", "peak RSS MB", "vs own baseline"] + [f"speedup {k}" for k in kinds]
+    rows = []
+    for label, o in ov.items():
+        row = [
+            label,
+            _f(o["tokens_per_s_geomean"], "{:.1f}"),
+            _f(o["speedup_vs_off_geomean"], "{:.2f}×"),
+            _f(o["e2e_speedup_vs_off_geomean"], "{:.2f}×"),
+            _f(o["ttft_ratio_vs_off_geomean"]),
+            _pct(o["acceptance_rate"]),
+            _f(o["mean_accepted_length"]),
+            f"{o['identical_prompts']}/{o['prompts']}",
+            _f(o["peak_rss_mb"], "{:.0f}"),
+            _f(o["speedup_vs_baseline_geomean"], "{:.2f}×"),
+        ]
+        row += [_f(o["speedup_by_kind"].get(k), "{:.2f}×") for k in kinds]
+        rows.append(row)
+    lines += _table(head, rows)
+    lines += ["", "## Per prompt", ""]
+    head = ["prompt", "kind", "mode", "tokens", "tok/s", "speedup", "e2e tok/s", "TTFT ms"]
+    head += ["TTFT ratio", "accept", "mean len", "same text", "peak RSS MB"]
+    rows = []
+    for r in report["records"]:
+        same = "yes" if r["identical_to_off"] else f"no (token {r['first_divergence']})"
+        rows.append(
+            [
+                r["id"],
+                r["kind"],
+                r["mode"],
+                _f(r["tokens"], "{:.0f}"),
+                _f(r["tokens_per_s"], "{:.1f}"),
+                _f(r["speedup_vs_off"], "{:.2f}×"),
+                _f(r["e2e_tokens_per_s"], "{:.1f}"),
+                _ms(r["ttft_s"]),
+                _f(r["ttft_ratio_vs_off"]),
+                _pct(r["acceptance_rate"]),
+                _f(r["mean_accepted_length"]),
+                same,
+                _f(r["peak_rss_mb"], "{:.0f}"),
+            ]
+        )
+    lines += _table(head, rows)
+    lines += [
+        "",
+        "speedup = median of per-pair tok/s ratios against the off run measured right before; "
+        "tok/s = decode speed after the first token; TTFT ratio below 1 is faster. "
+        "See docs/benchmarks.md.",
+        "",
+    ]
+    return "\n".join(lines)

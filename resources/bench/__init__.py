@@ -1,0 +1,1 @@
+"""Package data: the default benchmark suite (installed as ``specchat.bench_data``)."""

@@ -1,0 +1,311 @@
+"""The benchmark: suite files, the statistics, and one short real run on the default pair."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from specchat.core.bench import (
+    KINDS,
+    REFERENCE,
+    BenchRun,
+    BenchSettings,
+    RunResult,
+    Suite,
+    SuiteError,
+    load_suite,
+    parse_modes,
+    parse_suite,
+    run_bench,
+    schedule,
+)
+from specchat.core.bench_peers import (
+    generated_text,
+    parse_perf_output,
+    parse_speculative_output,
+)
+from specchat.core.bench_report import (
+    build_report,
+    first_divergence,
+    geomean,
+    median,
+    models_info,
+    overall,
+    records,
+    to_json,
+    to_markdown,
+)
+
+GOOD = '''
+name = "tiny"
+
+[[prompts]]
+id = "a"
+kind = "code"
+prompt = "Write hello world."
+
+[[prompts]]
+id = "b.2"
+kind = "quote"
+prompt = """Quote it."""
+system = "Be brief."
+max_tokens = 32
+'''
+
+
+# -- suites ---------------------------------------------------------------------------------
+def test_parse_a_valid_suite() -> None:
+    suite = parse_suite(GOOD, "tiny.toml")
+    assert suite.name == "tiny"
+    assert [p.id for p in suite.prompts] == ["a", "b.2"]
+    b = suite.prompts[1]
+    assert (b.kind, b.system, b.max_tokens) == ("quote", "Be brief.", 32)
+    assert b.messages() == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Quote it."},
+    ]
+    assert suite.prompts[0].messages() == [{"role": "user", "content": "Write hello world."}]
+    assert [p.id for p in suite.select(["b.2"]).prompts] == ["b.2"]
+
+
+def test_the_default_suite_covers_every_kind() -> None:
+    suite = load_suite()
+    assert 8 <= len(suite.prompts) <= 10
+    counts = {k: sum(p.kind == k for p in suite.prompts) for k in KINDS}
+    assert counts == {"code": 2, "edit": 3, "quote": 2, "chat": 2}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[prompts]\nid=", "not valid TOML"),
+        ('name = "x"', "no [[prompts]] entries"),
+        ('[[prompts]]\nid = "a"\nprompt = "p"', "kind must be one of"),
+        ('[[prompts]]\nid = "a"\nkind = "poem"\nprompt = "p"', "kind must be one of"),
+        ('[[prompts]]\nid = "a"\nkind = "code"', "prompt must be a non-empty string"),
+        ('[[prompts]]\nid = "a b"\nkind = "code"\nprompt = "p"', "id must be a word"),
+        ('[[prompts]]\nid = "a"\nkind = "code"\nprompt = "p"\nmax_tokens = 0', "max_tokens"),
+        ('[[prompts]]\nid = "a"\nkind = "code"\nprompt = "p"\nmaxtokens = 9', "unknown key"),
+        ('[[prompts]]\nid="a"\nkind="code"\nprompt="p"\n' * 2, "duplicate id"),
+    ],
+)
+def test_a_broken_suite_says_what_is_wrong(text: str, message: str) -> None:
+    with pytest.raises(SuiteError, match="broken.toml") as info:
+        parse_suite(text, "broken.toml")
+    assert message in str(info.value)
+
+
+def test_missing_files_and_unknown_ids_are_clear(tmp_path) -> None:
+    with pytest.raises(SuiteError, match="cannot read suite"):
+        load_suite(tmp_path / "nope.toml")
+    with pytest.raises(SuiteError, match="no prompt with id 'zzz'"):
+        parse_suite(GOOD, "tiny.toml").select(["a", "zzz"])
+
+
+def test_modes_always_start_with_the_reference() -> None:
+    assert parse_modes("lookup,draft") == ["off", "lookup", "draft"]
+    assert parse_modes(" OFF , lookup,lookup") == ["off", "lookup"]
+    with pytest.raises(ValueError, match="unknown speculation mode"):
+        parse_modes("off,warp")
+
+
+def test_runs_are_interleaved_with_off() -> None:
+    suite = parse_suite(GOOD)
+    plan = schedule(list(suite.prompts), ["off", "draft", "lookup"], 2)
+    order = [(rep, p.id, label, pair) for rep, p, label, pair in plan]
+    assert order[:8] == [
+        (0, "a", "off", 0),
+        (0, "a", "draft", 0),
+        (0, "a", "off", 1),
+        (0, "a", "lookup", 1),
+        (0, "b.2", "off", 2),
+        (0, "b.2", "draft", 2),
+        (0, "b.2", "off", 3),
+        (0, "b.2", "lookup", 3),
+    ]
+    assert len(plan) == 16 and plan[8][0] == 1
+
+
+# -- statistics -----------------------------------------------------------------------------
+def test_small_statistics() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 2.0, 3.0]) == 2.5
+    assert median([]) is None
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([None, 0.0, 4.0]) == pytest.approx(4.0)
+    assert geomean([]) is None
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert first_divergence([1, 2], [1, 2, 3]) == 2
+
+
+def _run(label: str, pid: str, kind: str, pair: int, tps: float, **kw) -> RunResult:
+    kw.setdefault("token_ids", [1, 2, 3, 4])
+    return RunResult(
+        label=label,
+        runner="specchat",
+        mode=label,
+        prompt_id=pid,
+        kind=kind,
+        repeat=pair,
+        pair=pair,
+        tokens=len(kw["token_ids"]),
+        tokens_per_s=tps,
+        e2e_tokens_per_s=tps / 2,
+        ttft_s=kw.pop("ttft", 1.0),
+        peak_rss_bytes=2**30,
+        start_rss_bytes=2**29,
+        **kw,
+    )
+
+
+def _bench(runs: list[RunResult]) -> BenchRun:
+    suite = parse_suite(GOOD)
+    return BenchRun(
+        suite=suite,
+        labels=["off", "lookup"],
+        baselines={"off": None, "lookup": None},
+        runners={"off": "specchat", "lookup": "specchat"},
+        runs=runs,
+        settings=BenchSettings(repeats=2),
+        started_at=0.0,
+        duration_s=1.0,
+    )
+
+
+def test_speedup_is_the_median_of_paired_ratios() -> None:
+    runs = [
+        # prompt a: pairs (10 -> 15) and (20 -> 40): ratios 1.5 and 2.0
+        _run("off", "a", "code", 0, 10.0, ttft=2.0),
+        _run("lookup", "a", "code", 0, 15.0, ttft=1.0, drafted=10, accepted=5, verify_steps=5),
+        _run("off", "a", "code", 1, 20.0, ttft=2.0),
+        _run(
+            "lookup",
+            "a",
+            "code",
+            1,
+            40.0,
+            ttft=3.0,
+            drafted=10,
+            accepted=9,
+            verify_steps=3,
+            token_ids=[1, 2, 9, 4],
+        ),
+        # prompt b.2: 8x faster in both pairs
+        _run("off", "b.2", "quote", 2, 5.0),
+        _run("lookup", "b.2", "quote", 2, 40.0),
+        _run("off", "b.2", "quote", 3, 5.0),
+        _run("lookup", "b.2", "quote", 3, 40.0),
+    ]
+    bench = _bench(runs)
+    recs = records(bench)
+    by = {(r["id"], r["mode"]): r for r in recs}
+    a = by[("a", "lookup")]
+    assert a["speedup_vs_off"] == pytest.approx(1.75)
+    assert a["speedup_vs_off_ratio_of_medians"] == pytest.approx(27.5 / 15.0)
+    assert a["ttft_ratio_vs_off"] == pytest.approx(1.0)  # median of 0.5 and 1.5
+    assert a["acceptance_rate"] == pytest.approx(14 / 20)
+    assert a["mean_accepted_length"] == pytest.approx(1 + 14 / 8)
+    assert a["identical_to_off"] is False and a["first_divergence"] == 2
+    assert by[("a", "off")]["speedup_vs_off"] == 1.0
+    assert by[("a", "off")]["identical_to_off"] is True
+    assert by[("a", "off")]["acceptance_rate"] is None
+    assert by[("b.2", "lookup")]["identical_to_off"] is True
+    assert by[("b.2", "lookup")]["rss_growth_mb"] == pytest.approx(512.0)
+    ov = overall(bench, recs)
+    assert ov["lookup"]["speedup_vs_off_geomean"] == pytest.approx(math.sqrt(1.75 * 8.0))
+    assert ov["lookup"]["speedup_by_kind"] == {
+        "code": pytest.approx(1.75),
+        "quote": pytest.approx(8.0),
+    }
+    assert ov["lookup"]["identical_prompts"] == 1
+    assert ov["off"]["speedup_vs_off_geomean"] == pytest.approx(1.0)
+
+
+# -- parsing llama.cpp's output -------------------------------------------------------------
+SPEC_STDERR = """
+0.16.931.438 I encoded  312 tokens in    1.234 seconds, speed:  252.836 t/s
+0.16.931.463 I decoded   65 tokens in    4.000 seconds, speed:   16.250 t/s
+0.16.931.479 I
+0.16.931.493 I n_draft   = 8
+0.16.931.508 I n_predict = 65
+0.16.931.524 I n_drafted = 80
+0.16.931.541 I n_accept  = 50
+0.16.931.559 I accept    = 62.500%
+"""
+
+PERF_STDERR = """
+0.07.1 I common_perf_print:        load time =     500.00 ms
+0.07.1 I common_perf_print: prompt eval time =    1200.00 ms /   312 tokens (    3.85 ms per token)
+0.07.1 I common_perf_print:        eval time =    6300.00 ms /    63 runs   (  100.00 ms per token)
+0.07.1 I common_perf_print:       total time =    7600.00 ms /   375 tokens
+"""
+
+
+def test_parse_llama_cpp_lines() -> None:
+    spec = parse_speculative_output(SPEC_STDERR)
+    assert spec["decoded"] == 65 and spec["decode_s"] == pytest.approx(4.0)
+    assert spec["encode_s"] == pytest.approx(1.234)
+    assert (spec["n_drafted"], spec["n_accept"], spec["n_predict"]) == (80, 50, 65)
+    perf = parse_perf_output(PERF_STDERR)
+    assert perf["eval_ms"] == 6300.0 and perf["eval_runs"] == 63
+    assert perf["prompt_ms"] == 1200.0
+    with pytest.raises(ValueError):
+        parse_speculative_output("nothing here")
+    assert generated_text("\n\nPROMPT reply\n\n", "PROMPT") == " reply"
+
+
+# -- a short real run -----------------------------------------------------------------------
+def test_a_short_real_bench_gives_a_complete_report(engine) -> None:
+    suite: Suite = load_suite().select(["edit-rename", "chat-threads"])
+    seen: list[tuple[int, int]] = []
+    bench = run_bench(
+        engine,
+        suite,
+        "off,lookup",
+        1,
+        max_tokens=16,
+        warmup=False,
+        on_run=lambda r, done, total: seen.append((done, total)),
+    )
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert [(r.prompt_id, r.label) for r in bench.runs] == [
+        ("edit-rename", "off"),
+        ("edit-rename", "lookup"),
+        ("chat-threads", "off"),
+        ("chat-threads", "lookup"),
+    ]
+    report = build_report(bench, models=models_info(engine), argv=["specchat-cli", "bench"])
+    json.dumps(report, allow_nan=False)  # plain JSON, no NaN or inf
+    assert json.loads(to_json(report))["records"][0]["id"] == "edit-rename"
+    assert report["command"] == "specchat-cli bench"
+    assert report["complete"] is True and report["planned_runs"] == 4
+    assert report["machine"]["cpu_count_logical"] >= 1
+    assert report["machine"]["llama_cpp_python"]
+    assert report["models"]["target"]["size_bytes"] > 0
+    assert report["models"]["draft"]["file"].endswith(".gguf")
+    recs = report["records"]
+    assert [(r["id"], r["mode"]) for r in recs] == [(r.prompt_id, r.label) for r in bench.runs]
+    for r in recs:
+        for key in ("id", "kind", "mode", "tokens_per_s", "speedup_vs_off", "ttft_s"):
+            assert r[key] is not None, key
+        assert "acceptance_rate" in r and "first_divergence" in r
+        for key in ("tokens_per_s", "e2e_tokens_per_s", "speedup_vs_off", "ttft_s"):
+            assert math.isfinite(r[key]) and r[key] > 0, (key, r[key])
+        assert r["ttft_ratio_vs_off"] > 0 and r["peak_rss_mb"] > 0
+        assert 1 <= r["tokens"] <= 16
+        assert isinstance(r["identical_to_off"], bool)
+    edit = next(r for r in recs if r["id"] == "edit-rename" and r["mode"] == "lookup")
+    assert edit["acceptance_rate"] is not None and 0 < edit["acceptance_rate"] <= 1
+    assert edit["mean_accepted_length"] >= 1
+    assert set(report["overall"]) == {REFERENCE, "lookup"}
+    for o in report["overall"].values():
+        assert o["speedup_vs_off_geomean"] > 0 and o["peak_rss_mb"] > 0
+        assert set(o["speedup_by_kind"]) == {"edit", "chat"}
+    assert len(report["runs"]) == 4
+    md = to_markdown(report)
+    for r in recs:
+        assert f"| {r['id']} | {r['kind']} | {r['mode']} |" in md
+    assert "## Overall" in md and "| lookup |" in md
