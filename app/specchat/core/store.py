@@ -5,9 +5,11 @@ Layout of the store directory (``$SPECCHAT_MODELS_DIR``, else ``<user data dir>/
     qwen2.5-coder-1.5b-instruct-q4_k_m.gguf            an installed model
     qwen2.5-coder-1.5b-instruct-q4_k_m.gguf.verified   {"size", "mtime_ns", "sha256"} of it
     qwen2.5-coder-1.5b-instruct-q4_k_m.gguf.part       a download in progress (never loaded)
+    qwen2.5-coder-1.5b-instruct-q4_k_m.gguf.part.json  where that download comes from (to resume)
 
-A file only gets its final name through :func:`atomic_install`, so a half-written file is never
-taken for a model.
+A model split into several files (``name-00001-of-00003.gguf`` …) is one model, named by its
+first part. A file only gets its final name through :func:`atomic_install`, so a half-written
+file is never taken for a model.
 """
 
 from __future__ import annotations
@@ -16,11 +18,17 @@ import contextlib
 import hashlib
 import json
 import os
+import re
+import shutil
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
+
+from .gguf import GGUFError, GGUFInfo, read_gguf_info
 
 if TYPE_CHECKING:
     from specchat.core.catalog import CatalogModel
@@ -28,9 +36,110 @@ if TYPE_CHECKING:
 ENV_MODELS_DIR = "SPECCHAT_MODELS_DIR"
 CHUNK_SIZE = 1024 * 1024  # 1 MiB
 PART_SUFFIX = ".part"
+PART_META_SUFFIX = ".part.json"
 VERIFIED_SUFFIX = ".verified"
+IMPORT_DISK_MARGIN = 64 << 20  # bytes kept free besides the imported file
+
+_SPLIT_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 HashProgress = Callable[[int, int], None]  # (done_bytes, total_bytes)
+
+
+class StoreError(RuntimeError):
+    """A store operation failed; the message is meant for the user."""
+
+
+class ImportCancelled(Exception):
+    """An import was cancelled; nothing was added to the store."""
+
+
+def split_part(file_name: str) -> tuple[str, int, int] | None:
+    """``(base, index, count)`` for a split file like ``m-00002-of-00003.gguf``, else None."""
+    m = _SPLIT_RE.match(Path(file_name.replace("\\", "/")).name)
+    if m is None:
+        return None
+    index, count = int(m["index"]), int(m["count"])
+    if not 1 <= index <= count:
+        return None
+    return m["base"], index, count
+
+
+def split_name(base: str, index: int, count: int) -> str:
+    """The file name of part ``index`` of ``count``."""
+    return f"{base}-{index:05d}-of-{count:05d}.gguf"
+
+
+def model_part_names(file_name: str) -> list[str]:
+    """All file names of the model ``file_name`` belongs to (itself when it is not split)."""
+    parts = split_part(file_name)
+    if parts is None:
+        return [file_name]
+    base, _, count = parts
+    return [split_name(base, i, count) for i in range(1, count + 1)]
+
+
+@dataclass(frozen=True)
+class InstalledModel:
+    """A model in the store; ``info`` is None when the file is not valid (see ``error``)."""
+
+    path: Path  # the file to load (the first part of a split model)
+    size: int  # bytes, all parts together
+    parts: tuple[Path, ...]
+    info: GGUFInfo | None = field(repr=False)
+    error: str | None = None
+
+    @property
+    def file(self) -> str:
+        return self.path.name
+
+    @property
+    def ok(self) -> bool:
+        return self.info is not None and self.error is None
+
+    @property
+    def quant(self) -> str | None:
+        return self.info.quantization if self.info else None
+
+    @property
+    def architecture(self) -> str | None:
+        return self.info.architecture if self.info else None
+
+    @property
+    def context_length(self) -> int | None:
+        return self.info.context_length if self.info else None
+
+    @property
+    def vocab_size(self) -> int | None:
+        return self.info.vocab_size if self.info else None
+
+    @property
+    def n_params(self) -> int | None:
+        return self.info.n_params if self.info else None
+
+    @property
+    def kv_bytes_per_token(self) -> float | None:
+        return self.info.kv_bytes_per_token() if self.info else None
+
+
+@dataclass(frozen=True)
+class PartialDownload:
+    """An interrupted download that can be resumed (``<file>.part`` plus its source record)."""
+
+    file: str
+    path: Path
+    have: int
+    total: int | None
+    repo_id: str | None
+    filename: str | None  # the path in the repo
+    revision: str | None
+    sha256: str | None
+
+    @property
+    def ref(self) -> str | None:
+        """``owner/repo/file.gguf``, or None when the source is unknown."""
+        if self.repo_id and self.filename:
+            return f"{self.repo_id}/{self.filename}"
+        return None
 
 
 def default_models_dir() -> Path:
@@ -91,6 +200,8 @@ class ModelStore:
     def __init__(self, root: Path | str | None = None) -> None:
         self.root = Path(root).expanduser() if root is not None else default_models_dir()
         self.root.mkdir(parents=True, exist_ok=True)
+        self._info_cache: dict[Path, tuple[tuple[int, int], GGUFInfo | None, str | None]] = {}
+        self._cache_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"ModelStore({str(self.root)!r})"
@@ -113,6 +224,10 @@ class ModelStore:
         """The temporary file a download of ``file_name`` is written to."""
         return self.path_for(file_name + PART_SUFFIX)
 
+    def part_meta_path_for(self, file_name: str) -> Path:
+        """Where a download records its source, so that it can be resumed later."""
+        return self.path_for(file_name + PART_META_SUFFIX)
+
     def _sidecar(self, path: Path) -> Path:
         return path.with_name(path.name + VERIFIED_SUFFIX)
 
@@ -127,6 +242,88 @@ class ModelStore:
     def has(self, model: CatalogModel) -> bool:
         """The model's file is present (not checked)."""
         return self.path_for(model.file).is_file()
+
+    def models(self) -> list[InstalledModel]:
+        """Every model in the store with its GGUF header (split parts as one model).
+
+        Headers are cached per file size and modification time, so listing again is cheap.
+        A file that is not a valid GGUF is listed with ``error`` set instead of ``info``.
+        """
+        out: list[InstalledModel] = []
+        for path in self.installed():
+            parts = split_part(path.name)
+            if parts is not None and parts[1] != 1:
+                continue  # listed with its first part
+            names = model_part_names(path.name)
+            paths = tuple(self.root / n for n in names)
+            missing = [p.name for p in paths if not p.is_file()]
+            size = sum(p.stat().st_size for p in paths if p.is_file())
+            info, error = self._cached_info(path)
+            if missing and error is None:
+                error = f"part(s) missing: {', '.join(missing)}"
+            out.append(InstalledModel(path, size, paths, info, error))
+        return out
+
+    def model(self, file_name: str) -> InstalledModel | None:
+        """The installed model named ``file_name`` (any of its part names), or None."""
+        first = model_part_names(file_name)[0]
+        return next((m for m in self.models() if m.file == first), None)
+
+    def _cached_info(self, path: Path) -> tuple[GGUFInfo | None, str | None]:
+        try:
+            st = path.stat()
+        except OSError as e:
+            return None, f"{path.name} cannot be read: {e.strerror or e}"
+        key = (st.st_size, st.st_mtime_ns)
+        with self._cache_lock:
+            cached = self._info_cache.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1], cached[2]
+        try:
+            info: GGUFInfo | None = read_gguf_info(path)
+            error: str | None = None
+        except GGUFError as e:
+            info, error = None, str(e)
+        with self._cache_lock:
+            self._info_cache[path] = (key, info, error)
+        return info, error
+
+    def partial_downloads(self) -> list[PartialDownload]:
+        """Interrupted downloads (``*.gguf.part``) with where they came from, if recorded."""
+        out: list[PartialDownload] = []
+        for part in sorted(self.root.glob("*.gguf" + PART_SUFFIX)):
+            if not part.is_file():
+                continue
+            file = part.name.removesuffix(PART_SUFFIX)
+            record = self.read_part_meta(file)
+            total = record.get("size")
+            out.append(
+                PartialDownload(
+                    file=file,
+                    path=part,
+                    have=part.stat().st_size,
+                    total=total if isinstance(total, int) else None,
+                    repo_id=_opt_str(record.get("repo_id")),
+                    filename=_opt_str(record.get("filename")),
+                    revision=_opt_str(record.get("revision")),
+                    sha256=_opt_str(record.get("sha256")),
+                )
+            )
+        return out
+
+    def read_part_meta(self, file_name: str) -> dict[str, Any]:
+        """The source record of a download in progress ({} when there is none)."""
+        try:
+            record = json.loads(self.part_meta_path_for(file_name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def write_part_meta(self, file_name: str, record: dict[str, Any]) -> None:
+        path = self.part_meta_path_for(file_name)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(record, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
 
     # -- verification --------------------------------------------------------------------
 
@@ -146,17 +343,33 @@ class ModelStore:
             return str(record["sha256"])
         return None
 
-    def record_verified(self, path: Path, sha256: str) -> None:
-        """Remember the SHA-256 of ``path`` as it is now (best effort: a read-only store is ok)."""
+    def record_verified(self, path: Path, sha256: str, source: str | None = None) -> None:
+        """Remember the SHA-256 of ``path`` as it is now (best effort: a read-only store is ok).
+
+        ``source``: where the file came from (``owner/repo/file.gguf``); kept from an earlier
+        record when not given.
+        """
         try:
             st = path.stat()
             sidecar = self._sidecar(path)
+            source = source or self.source_of(path)
             tmp = sidecar.with_name(sidecar.name + PART_SUFFIX)
             record = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": sha256}
+            if source:
+                record["source"] = source
             tmp.write_text(json.dumps(record), encoding="utf-8")
             os.replace(tmp, sidecar)
         except OSError:
             pass
+
+    def source_of(self, path: Path) -> str | None:
+        """The Hub file (``owner/repo/file.gguf``) a model was downloaded from, if recorded."""
+        try:
+            record = json.loads(self._sidecar(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        source = record.get("source") if isinstance(record, dict) else None
+        return source if isinstance(source, str) and source else None
 
     def file_sha256(self, path: Path, progress: HashProgress | None = None) -> str:
         """SHA-256 of a store file, from the sidecar record when the file is unchanged."""
@@ -193,13 +406,128 @@ class ModelStore:
     # -- removal -------------------------------------------------------------------------
 
     def delete(self, file_name: str) -> bool:
-        """Remove a model file with its checksum record and any leftover ``.part`` file.
+        """Remove a model (every part of a split model) with its checksum records and any
+        leftover download (``.part`` and its source record).
 
-        Returns whether the model file itself existed.
+        Returns whether a model file itself existed.
         """
-        path = self.path_for(file_name)
-        existed = path.is_file()
-        for p in (path, self._sidecar(path), self.part_path_for(file_name)):
-            with contextlib.suppress(FileNotFoundError):
-                p.unlink()
+        existed = False
+        for name in model_part_names(file_name):
+            path = self.path_for(name)
+            existed = path.is_file() or existed
+            for p in (
+                path,
+                self._sidecar(path),
+                self.part_path_for(name),
+                self.part_meta_path_for(name),
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+        with self._cache_lock:
+            for name in model_part_names(file_name):
+                self._info_cache.pop(self.root / name, None)
         return existed
+
+    # -- import --------------------------------------------------------------------------
+
+    def import_file(
+        self,
+        source: Path | str,
+        progress: HashProgress | None = None,
+        cancel: threading.Event | None = None,
+    ) -> InstalledModel:
+        """Copy a local GGUF model (all parts of a split one) into the store.
+
+        The file is validated first (a complete, readable GGUF), then copied to ``.part`` files
+        while hashing and renamed into place. Raises :class:`StoreError` (invalid file, name
+        taken by a different model, not enough disk) or :class:`ImportCancelled`.
+        """
+        src = Path(source).expanduser()
+        try:
+            read_gguf_info(src)
+        except GGUFError as e:
+            raise StoreError(f"cannot import {src.name}: {e}") from None
+        sources = [src.with_name(n) for n in model_part_names(src.name)]
+        for part in sources:
+            if not part.is_file():
+                raise StoreError(f"cannot import {src.name}: part {part.name} is missing")
+            if part != src:
+                try:
+                    read_gguf_info(part)
+                except GGUFError as e:
+                    raise StoreError(f"cannot import {src.name}: {e}") from None
+        if all(p.resolve() == (self.root / p.name).resolve() for p in sources):
+            model = self.model(sources[0].name)
+            if model is not None:
+                return model
+        todo = [p for p in sources if not self._same_file_installed(p)]
+        total = sum(p.stat().st_size for p in todo)
+        free = shutil.disk_usage(self.root).free
+        if free < total + IMPORT_DISK_MARGIN:
+            raise StoreError(
+                f"not enough free disk space in {self.root} to import {src.name}: it needs "
+                f"{_mib(total + IMPORT_DISK_MARGIN)}, only {_mib(free)} is free"
+            )
+        done = 0
+        for part in todo:
+            done = self._copy_in(part, done, total, progress, cancel)
+        model = self.model(sources[0].name)
+        if model is None:  # pragma: no cover - we just installed it
+            raise StoreError(f"{src.name} was copied but cannot be listed")
+        return model
+
+    def _same_file_installed(self, source: Path) -> bool:
+        """True when the store already has this exact file; StoreError when the name is taken
+        by a different one."""
+        dest = self.path_for(source.name)
+        if not dest.is_file():
+            return False
+        if dest.stat().st_size == source.stat().st_size and self.file_sha256(dest) == sha256_file(
+            source
+        ):
+            return True
+        raise StoreError(
+            f"a different model named {source.name} is already installed; delete it first "
+            "or rename the file you are importing"
+        )
+
+    def _copy_in(
+        self,
+        source: Path,
+        done: int,
+        total: int,
+        progress: HashProgress | None,
+        cancel: threading.Event | None,
+    ) -> int:
+        final = self.path_for(source.name)
+        tmp = self.part_path_for(source.name)
+        h = hashlib.sha256()
+        try:
+            with open(source, "rb") as src, open(tmp, "wb") as out:
+                while chunk := src.read(CHUNK_SIZE):
+                    if cancel is not None and cancel.is_set():
+                        raise ImportCancelled(f"importing {source.name} was cancelled")
+                    out.write(chunk)
+                    h.update(chunk)
+                    done += len(chunk)
+                    if progress is not None:
+                        progress(done, total)
+            read_gguf_info(tmp)  # the copy, not only the original, must be whole
+            atomic_install(tmp, final)
+        except OSError as e:
+            raise StoreError(f"importing {source.name} failed: {e.strerror or e}") from None
+        except GGUFError as e:
+            raise StoreError(f"importing {source.name} failed: the copy is damaged ({e})") from None
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        self.record_verified(final, h.hexdigest())
+        return done
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
