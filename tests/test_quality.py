@@ -27,11 +27,11 @@ def _run(*cmd: str) -> None:
 
 
 def test_ruff_lint() -> None:
-    _run(_tool("ruff"), "check", "app", "tests")
+    _run(_tool("ruff"), "check", "app", "tests", "packaging")
 
 
 def test_ruff_format() -> None:
-    _run(_tool("ruff"), "format", "--check", "app", "tests")
+    _run(_tool("ruff"), "format", "--check", "app", "tests", "packaging")
 
 
 def test_mypy() -> None:

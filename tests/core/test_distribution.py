@@ -76,15 +76,30 @@ def _joint(warp: Warp, row0, after, eog) -> dict[tuple[int, int], float]:
     return joint
 
 
-def _tv(exact: dict, counts: dict, n: int) -> float:
-    keys = set(exact) | set(counts)
-    return 0.5 * sum(abs(exact.get(k, 0.0) - counts.get(k, 0) / n) for k in keys)
+REST = (-3, -3)
+
+
+def _lump(dist: dict, keep: set) -> dict:
+    """Outcomes outside `keep` (chosen from the exact distribution alone) share one bin, so
+    the millions of rare two-token outcomes of a 150k vocabulary stay countable. TV over bins
+    never exceeds TV over outcomes, and empirical, exact and simulated figures all use the
+    same bins, so the comparison stays fair."""
+    out: dict = {}
+    for k, v in dist.items():
+        key = k if k in keep else REST
+        out[key] = out.get(key, 0.0) + v
+    return out
+
+
+def _tv(a: dict, b: dict) -> float:
+    return 0.5 * sum(abs(a.get(k, 0.0) - b.get(k, 0.0)) for k in set(a) | set(b))
 
 
 def _tv_bound(exact: dict, n: int, rng: np.random.Generator) -> float:
+    """99.9th percentile of the TV distance of n samples drawn from `exact` itself."""
     probs = np.array(list(exact.values()))
     probs = probs / probs.sum()
-    sims = rng.multinomial(n, probs, size=2000) / n
+    sims = rng.multinomial(n, probs, size=1000) / n
     tvs = 0.5 * np.abs(sims - probs).sum(axis=1)
     return float(np.quantile(tvs, 0.999))
 
@@ -114,13 +129,17 @@ def test_speculative_sampling_matches_the_target_distribution(engine: Engine, na
     assert engine.draft is not None
     _, draft_after = _rows(engine.draft, prompt, firsts)
     naive = _joint(warp, row0, draft_after, eog)
+    keep = {k for k, p in exact.items() if p >= 2e-4}
+    exact_b = _lump(exact, keep)
+    empirical_b = _lump({k: c / N for k, c in counts.items()}, keep)
+    naive_b = _lump(naive, keep)
     rng = np.random.default_rng(12345)
-    bound = _tv_bound(exact, N, rng) + 0.01  # + allowance for batched-arithmetic logit noise
-    tv = _tv(exact, counts, N)
-    tv_naive = 0.5 * sum(abs(exact.get(k, 0) - naive.get(k, 0)) for k in set(exact) | set(naive))
+    bound = _tv_bound(exact_b, N, rng) + 0.01  # + allowance for batched-arithmetic logit noise
+    tv = _tv(exact_b, empirical_b)
+    tv_naive = _tv(exact_b, naive_b)
     engine.reset_caches()
     print(
-        f"\n[{name}] N={N} outcomes seen={len(counts)} drafted={totals['drafted']} "
+        f"\n[{name}] N={N} outcomes seen={len(counts)} bins={len(exact_b)} drafted={totals['drafted']} "
         f"accepted={totals['accepted']} TV={tv:.4f} bound={bound:.4f} "
         f"TV(target, draft-kept)={tv_naive:.4f}"
     )
