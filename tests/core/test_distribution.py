@@ -139,7 +139,8 @@ def test_speculative_sampling_matches_the_target_distribution(engine: Engine, na
     tv_naive = _tv(exact_b, naive_b)
     engine.reset_caches()
     print(
-        f"\n[{name}] N={N} outcomes seen={len(counts)} bins={len(exact_b)} drafted={totals['drafted']} "
+        f"\n[{name}] N={N} outcomes seen={len(counts)} bins={len(exact_b)} "
+        f"drafted={totals['drafted']} "
         f"accepted={totals['accepted']} TV={tv:.4f} bound={bound:.4f} "
         f"TV(target, draft-kept)={tv_naive:.4f}"
     )

@@ -1,0 +1,243 @@
+"""Side-by-side comparison: the same prompt, speculation off and then on (no Qt).
+
+Both passes run one after the other with the same seed and settings, each from cold caches so
+their times to first token compare fairly. With greedy decoding the two texts should match; when
+they do not, the first differing token is reported with the target's top-2 logit gap there: a
+near-tie that batched verification (several rows per pass) rounded the other way.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine import Engine, Message
+from .types import GenerationParams, GenerationStats, Mode, TokenEvent
+
+OnEvent = Callable[[str, TokenEvent], None]  # (pass name: "off" | "on", event)
+Cancel = threading.Event | Callable[[], bool] | None
+
+NEAR_TIE_LOGITS = 1.0  # a top-2 gap below this is a near-tie
+
+
+@dataclass
+class PassResult:
+    """One pass of a comparison."""
+
+    mode: str
+    text: str = ""
+    token_ids: list[int] = field(default_factory=list)
+    gaps: list[float | None] = field(default_factory=list)  # target top-2 gap per token
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    finish_reason: str | None = None
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.stats.tokens_per_s
+
+    def as_dict(self) -> dict[str, Any]:
+        out = self.stats.as_dict()
+        out["mode"] = self.mode
+        out["finish_reason"] = self.finish_reason
+        out["text"] = self.text
+        return out
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where the two texts first differ."""
+
+    index: int  # token index in the reply
+    off_token: str  # the token's text, speculation off ("" when that reply had ended)
+    on_token: str
+    off_gap: float | None  # the target's top-1 minus top-2 logit at that position, off
+    on_gap: float | None
+    near_tie: bool
+    explanation: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "off_token": self.off_token,
+            "on_token": self.on_token,
+            "off_top2_gap": None if self.off_gap is None else round(self.off_gap, 5),
+            "on_top2_gap": None if self.on_gap is None else round(self.on_gap, 5),
+            "near_tie": self.near_tie,
+            "explanation": self.explanation,
+        }
+
+
+@dataclass
+class CompareResult:
+    off: PassResult
+    on: PassResult
+    params: GenerationParams
+    identical: bool = False
+    divergence: Divergence | None = None
+    cancelled: bool = False
+
+    @property
+    def speedup(self) -> float | None:
+        """Decode speed on / off (tokens per second), when both passes produced tokens."""
+        a, b = self.off.tokens_per_s, self.on.tokens_per_s
+        return b / a if a > 0 and b > 0 else None
+
+    def summary(self) -> str:
+        if self.cancelled:
+            return "comparison stopped before both passes finished"
+        sp = self.speedup
+        off, on = self.off.tokens_per_s, self.on.tokens_per_s
+        parts = [f"off {off:.1f} tok/s, {self.on.mode} {on:.1f} tok/s"]
+        if sp is not None:
+            parts.append(f"speedup ×{sp:.2f}")
+        if self.identical:
+            parts.append("texts identical")
+        elif self.divergence is not None:
+            parts.append(f"texts differ at token {self.divergence.index}")
+        return ", ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        sp = self.speedup
+        return {
+            "mode": self.on.mode,
+            "params": {
+                "max_tokens": self.params.max_tokens,
+                "temperature": self.params.temperature,
+                "top_k": self.params.top_k,
+                "top_p": self.params.top_p,
+                "min_p": self.params.min_p,
+                "seed": self.params.seed,
+                "k_max": self.params.k_max,
+                "p_min": self.params.p_min,
+            },
+            "off": self.off.as_dict(),
+            "on": self.on.as_dict(),
+            "speedup": None if sp is None else round(sp, 4),
+            "identical": self.identical,
+            "divergence": None if self.divergence is None else self.divergence.as_dict(),
+            "cancelled": self.cancelled,
+            "summary": self.summary(),
+        }
+
+
+def _is_cancelled(cancel: Cancel) -> bool:
+    if cancel is None:
+        return False
+    if isinstance(cancel, threading.Event):
+        return cancel.is_set()
+    return bool(cancel())
+
+
+def _run_pass(
+    engine: Engine,
+    name: str,
+    messages: Sequence[Message],
+    params: GenerationParams,
+    mode: Mode,
+    on_event: OnEvent | None,
+    cancel: Cancel,
+) -> PassResult:
+    engine.reset_caches()  # both passes start cold: fair time to first token
+    result = PassResult(mode=mode.value)
+    pieces: list[str] = []
+    for ev in engine.generate(messages, params, mode, cancel):
+        if ev.text:
+            pieces.append(ev.text)
+        if ev.token_ids:
+            result.token_ids.extend(ev.token_ids)
+            gap = ev.top2.gap if ev.top2 is not None else None
+            result.gaps.extend([gap] * len(ev.token_ids))
+        result.stats = ev.stats
+        if ev.finish_reason is not None:
+            result.finish_reason = ev.finish_reason.value
+        if on_event is not None:
+            on_event(name, ev)
+    result.text = "".join(pieces)
+    return result
+
+
+def find_divergence(
+    engine: Engine, off: PassResult, on: PassResult, params: GenerationParams
+) -> Divergence | None:
+    """The first token where the passes differ, explained; None when they agree."""
+    a, b = off.token_ids, on.token_ids
+    n = min(len(a), len(b))
+    index = next((i for i in range(n) if a[i] != b[i]), None)
+    if index is None:
+        if len(a) == len(b):
+            return None
+        index = n
+
+    def token_text(ids: list[int], i: int) -> str:
+        if i >= len(ids):
+            return ""
+        return engine.target.piece(ids[i]).decode("utf-8", errors="replace")
+
+    def gap(p: PassResult, i: int) -> float | None:
+        return p.gaps[i] if i < len(p.gaps) else None
+
+    off_gap, on_gap = gap(off, index), gap(on, index)
+    near_tie = off_gap is not None and off_gap < NEAR_TIE_LOGITS
+    if index >= n:
+        shorter = "off" if len(a) < len(b) else on.mode
+        explanation = (
+            f"the {shorter} reply ended after {n} tokens "
+            f"({off.finish_reason} vs {on.finish_reason}); the tokens before are identical"
+        )
+    elif params.temperature > 0:
+        explanation = (
+            "sampling with the same seed: speculation draws its random numbers in a different "
+            "order (draft acceptance, residual sampling), so both texts are valid samples of the "
+            "same distribution but need not match"
+        )
+    elif near_tie:
+        explanation = (
+            f"a near-tie: the target's two best tokens were {off_gap:.3f} logits apart. "
+            "Verification scores several positions in one batched pass, whose floating-point "
+            "sums round slightly differently from one-token decoding, enough to swap two "
+            "almost equal candidates; from there the replies continue differently. "
+            "Both are greedy decodes of the same model."
+        )
+    else:
+        explanation = (
+            "not a near-tie (the target's top-2 gap there is large): this should not happen "
+            "with greedy decoding; please report it"
+        )
+    return Divergence(
+        index=index,
+        off_token=token_text(a, index),
+        on_token=token_text(b, index),
+        off_gap=off_gap,
+        on_gap=on_gap,
+        near_tie=near_tie,
+        explanation=explanation,
+    )
+
+
+def run_comparison(
+    engine: Engine,
+    messages: Sequence[Message],
+    params: GenerationParams,
+    mode: Mode | str,
+    on_event: OnEvent | None = None,
+    cancel: Cancel = None,
+) -> CompareResult:
+    """Run `messages` with speculation off, then with `mode`; measure and compare both.
+
+    `on_event(pass_name, event)` receives every TokenEvent of both passes ("off", then "on").
+    A cancel ends the current pass and skips the next one (`CompareResult.cancelled`).
+    """
+    mode = Mode.parse(mode)
+    if mode is Mode.OFF:
+        raise ValueError("compare speculation off with a speculative mode, not with off")
+    params = params.with_(record_top2=True).validate()
+    off = _run_pass(engine, "off", messages, params, Mode.OFF, on_event, cancel)
+    if _is_cancelled(cancel):
+        return CompareResult(off, PassResult(mode=mode.value), params, cancelled=True)
+    on = _run_pass(engine, "on", messages, params, mode, on_event, cancel)
+    result = CompareResult(off, on, params, cancelled=_is_cancelled(cancel))
+    result.divergence = find_divergence(engine, off, on, params)
+    result.identical = result.divergence is None and off.text == on.text
+    return result

@@ -1,0 +1,263 @@
+"""The conversation on screen: send, stream, stop, regenerate, edit, save.
+
+Ties the chat pane, the conversation database and the inference thread together. Every reply is
+saved (with its stats and draft spans) when it ends, whether it finished, was stopped, failed,
+or the window closed mid-reply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from ..core.history import History
+from ..core.settings import Settings
+from ..core.types import FinishReason, GenerationStats, Mode, TokenEvent
+from .chat_view import ChatView, MessageWidget
+from .render import Span, add_span
+from .workers import EngineController, ModelsInfo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Stream:
+    rid: int
+    conversation_id: int
+    mode: Mode
+    widget: MessageWidget | None
+    text: str = ""
+    spans: list[Span] = field(default_factory=list)
+    last: TokenEvent | None = None
+
+
+class ChatSession(QObject):
+    conversationChanged = Signal(int)  # the conversation shown (-1: a new, unsaved one)
+    historyChanged = Signal()  # titles or order in the list may have changed
+    streamStarted = Signal()
+    streamFinished = Signal(object)  # final GenerationStats (or None)
+    error = Signal(str)
+
+    def __init__(
+        self,
+        view: ChatView,
+        history: History,
+        engine: EngineController,
+        *,
+        settings: Callable[[], Settings],
+        mode: Callable[[], Mode],
+        models: Callable[[], ModelsInfo],
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.view = view
+        self.history = history
+        self.engine = engine
+        self._settings = settings
+        self._mode = mode
+        self._models = models
+        self.conversation_id: int | None = None
+        self.system_prompt = ""
+        self.editing = False
+        self.live_stats: GenerationStats | None = None
+        self._stream: _Stream | None = None
+        engine.token.connect(self._on_token)
+        engine.finished.connect(self._on_finished)
+        engine.failed.connect(self._on_failed)
+        view.regenerateRequested.connect(self.regenerate)
+
+    @property
+    def streaming(self) -> bool:
+        return self._stream is not None
+
+    # -- conversations ----------------------------------------------------------------------
+    def new_conversation(self) -> None:
+        """An empty chat; it is saved when its first message is sent."""
+        self._detach()
+        self.conversation_id = None
+        self.system_prompt = ""
+        self.editing = False
+        self.view.clear()
+        self.conversationChanged.emit(-1)
+
+    def open(self, conversation_id: int) -> None:
+        if conversation_id == self.conversation_id:
+            return
+        conv = self.history.conversation(conversation_id)
+        self._detach()
+        self.conversation_id = conv.id
+        self.system_prompt = conv.system_prompt
+        self.editing = False
+        self.view.clear()
+        for m in conv.messages:
+            self.view.add_message(m.role, m.content, spans=m.draft_spans, stats=m.stats)
+        self.conversationChanged.emit(conv.id)
+
+    def set_system_prompt(self, text: str) -> None:
+        if text == self.system_prompt:
+            return
+        self.system_prompt = text
+        if self.conversation_id is not None:
+            self.history.set_system_prompt(self.conversation_id, text)
+
+    def _detach(self) -> None:
+        """Leaving the conversation shown: a reply in progress stops and is saved off-screen."""
+        if self._stream is not None:
+            self._stream.widget = None
+            self.engine.stop()
+
+    # -- sending ----------------------------------------------------------------------------
+    def send(self, text: str) -> bool:
+        text = text.strip()
+        if not text or self.engine.busy:
+            return False
+        if self.engine.engine is None:
+            self.error.emit("No model is loaded yet.")
+            return False
+        if self.conversation_id is None or not self.history.exists(self.conversation_id):
+            self.conversation_id = self.history.create(system_prompt=self.system_prompt)
+            self.conversationChanged.emit(self.conversation_id)
+        if self.editing:
+            self._drop_from_last_user()
+            self.editing = False
+        msg = self.history.add_message(self.conversation_id, "user", text)
+        self.view.add_message("user", msg.content)
+        self.historyChanged.emit()
+        self._generate()
+        return True
+
+    def regenerate(self) -> None:
+        if self.engine.busy or self.conversation_id is None:
+            return
+        msgs = self.history.messages(self.conversation_id)
+        if not msgs:
+            return
+        if msgs[-1].role == "assistant":
+            self.history.delete_messages_from(self.conversation_id, msgs[-1].id)
+            if self.view.messages and self.view.messages[-1].role == "assistant":
+                self.view.remove_last(1)
+        self._generate()
+
+    def begin_edit(self) -> str | None:
+        """Start editing the last user message; returns its text (None if there is none)."""
+        if self.engine.busy or self.conversation_id is None:
+            return None
+        users = [m for m in self.history.messages(self.conversation_id) if m.role == "user"]
+        if not users:
+            return None
+        self.editing = True
+        return users[-1].content
+
+    def cancel_edit(self) -> None:
+        self.editing = False
+
+    def _drop_from_last_user(self) -> None:
+        assert self.conversation_id is not None
+        msgs = self.history.messages(self.conversation_id)
+        idx = max((i for i, m in enumerate(msgs) if m.role == "user"), default=None)
+        if idx is None:
+            return
+        self.history.delete_messages_from(self.conversation_id, msgs[idx].id)
+        self.view.remove_last(len(msgs) - idx)
+
+    def _generate(self) -> None:
+        assert self.conversation_id is not None
+        conv = self.history.conversation(self.conversation_id)
+        messages = conv.chat_messages()
+        if not messages or messages[-1]["role"] != "user":
+            return
+        settings = self._settings()
+        mode = self._mode()
+        widget = self.view.begin_stream()
+        rid = self.engine.generate(messages, settings.generation_params(), mode)
+        self._stream = _Stream(rid, conv.id, mode, widget)
+        self.live_stats = GenerationStats(mode=mode.value)
+        self.view.set_busy(True)
+        self.streamStarted.emit()
+
+    def stop(self) -> None:
+        if self._stream is not None:
+            self.engine.stop()
+
+    # -- the stream -------------------------------------------------------------------------
+    @Slot(int, object)
+    def _on_token(self, rid: int, ev: TokenEvent) -> None:
+        s = self._stream
+        if s is None or rid != s.rid:
+            return
+        if ev.text:
+            start = len(s.text)
+            s.text += ev.text
+            if ev.from_draft:
+                add_span(s.spans, start, len(s.text))
+            if s.widget is not None:
+                s.widget.append(ev.text, ev.from_draft)
+        s.last = ev
+        self.live_stats = ev.stats
+
+    @Slot(int, object)
+    def _on_finished(self, rid: int, final: TokenEvent | None) -> None:
+        s = self._stream
+        if s is not None and rid == s.rid:
+            self._finish(final, "")
+
+    @Slot(int, str)
+    def _on_failed(self, rid: int, message: str) -> None:
+        s = self._stream
+        if s is not None and rid == s.rid:
+            self._finish(s.last, message)
+            self.error.emit(message)
+
+    def _stats_record(self, s: _Stream, final: TokenEvent | None) -> dict[str, Any]:
+        stats = final.stats if final is not None else (self.live_stats or GenerationStats())
+        record: dict[str, Any] = stats.as_dict()
+        reason = final.finish_reason if final is not None else None
+        record["finish_reason"] = (reason or FinishReason.CANCELLED).value
+        models = self._models()
+        if models.target is not None:
+            record["target"] = models.target.name
+        if models.draft is not None and s.mode is Mode.DRAFT:
+            record["draft"] = models.draft.name
+        p = self._settings().generation_params()
+        record["params"] = {
+            "temperature": p.temperature,
+            "top_k": p.top_k,
+            "top_p": p.top_p,
+            "min_p": p.min_p,
+            "seed": p.seed,
+            "max_tokens": p.max_tokens,
+            "k_max": p.k_max,
+            "p_min": p.p_min,
+        }
+        return record
+
+    def _finish(self, final: TokenEvent | None, error: str) -> None:
+        s = self._stream
+        if s is None:
+            return
+        self._stream = None
+        record = self._stats_record(s, final)
+        if s.text and self.history.exists(s.conversation_id):
+            self.history.add_message(
+                s.conversation_id, "assistant", s.text, stats=record, draft_spans=s.spans
+            )
+            self.historyChanged.emit()
+        if s.widget is not None:
+            s.widget.error = error
+            s.widget.set_stats(record)
+            self.view.end_stream()
+            if not s.text and not error:
+                self.view.remove_last(1)  # stopped before the first token
+        self.view.set_busy(False)
+        stats = final.stats if final is not None else self.live_stats
+        self.live_stats = stats
+        self.streamFinished.emit(stats)
+
+    def save_partial(self) -> None:
+        """The window is closing: keep what streamed so far (the thread has been joined)."""
+        if self._stream is not None:
+            self._finish(self._stream.last, "")

@@ -1,0 +1,348 @@
+"""Side-by-side comparison window: the same prompt with speculation off, then on.
+
+The two passes run one after the other on the inference thread (`core.compare.run_comparison`)
+and stream into two panes; then a table shows what was measured and whether the texts match.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, Slot
+from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QFileDialog,
+    QGridLayout,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..core.compare import CompareResult, PassResult
+from ..core.engine import Message
+from ..core.settings import Settings
+from ..core.types import GenerationStats, Mode, TokenEvent
+from .render import theme_for
+from .stats_text import mode_label
+from .workers import EngineController
+
+ROWS = [
+    "Tokens/s",
+    "Time to first token",
+    "Total time",
+    "Tokens",
+    "Acceptance rate",
+    "Mean accepted length",
+    "Finish",
+]
+
+
+def _fmt(p: PassResult, row: str) -> str:
+    st = p.stats
+    if row == "Tokens/s":
+        return f"{st.tokens_per_s:.2f}"
+    if row == "Time to first token":
+        return f"{st.ttft_s * 1000:.0f} ms"
+    if row == "Total time":
+        return f"{st.elapsed_s:.2f} s"
+    if row == "Tokens":
+        return str(st.tokens)
+    if row == "Acceptance rate":
+        r = st.acceptance_rate
+        return "off" if p.mode == Mode.OFF.value else ("—" if r is None else f"{r:.1%}")
+    if row == "Mean accepted length":
+        m = st.mean_accepted_length
+        return "—" if m is None else f"{m:.2f}"
+    return p.finish_reason or "—"
+
+
+class _Pane(QWidget):
+    def __init__(self, title: str) -> None:
+        super().__init__()
+        self.title = QLabel(f"<b>{title}</b>")
+        self.live = QLabel("waiting")
+        self.live.setObjectName("paneLive")
+        self.text = QPlainTextEdit()
+        self.text.setReadOnly(True)
+        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+        self.stats: GenerationStats | None = None
+        top = QHBoxLayout()
+        top.addWidget(self.title)
+        top.addStretch(1)
+        top.addWidget(self.live)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(top)
+        lay.addWidget(self.text)
+
+    def clear(self, title: str) -> None:
+        self.title.setText(f"<b>{title}</b>")
+        self.text.clear()
+        self.stats = None
+        self.live.setText("waiting")
+
+    def append(self, ev: TokenEvent, highlight_draft: bool) -> None:
+        if ev.text:
+            cursor = self.text.textCursor()
+            cursor.movePosition(QTextCursor.MoveOperation.End)
+            fmt = QTextCharFormat()
+            if highlight_draft and ev.from_draft:
+                fmt.setBackground(theme_for(self.palette()).draft_bg)
+            cursor.insertText(ev.text, fmt)
+        self.stats = ev.stats
+
+    def show_live(self) -> None:
+        st = self.stats
+        if st is not None:
+            self.live.setText(f"{st.tokens} tokens · {st.tokens_per_s:.1f} tok/s")
+
+
+class CompareDialog(QDialog):
+    def __init__(
+        self,
+        engine: EngineController,
+        *,
+        prompt: str,
+        system_prompt: str,
+        settings: Settings,
+        mode: Mode,
+        has_draft: bool,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Compare: speculation off vs on")
+        self.setObjectName("compareDialog")
+        self.resize(1000, 720)
+        self.engine = engine
+        self.settings = settings
+        self.system_prompt = system_prompt
+        self.compare_result: CompareResult | None = None
+        self.rid: int | None = None
+        self.seed: int | None = None
+
+        self.prompt = QPlainTextEdit(prompt)
+        self.prompt.setPlaceholderText("Prompt to compare")
+        self.prompt.setMaximumHeight(80)
+        self.mode_box = QComboBox()
+        for m in Mode:
+            if m is Mode.OFF:
+                continue
+            self.mode_box.addItem(mode_label(m), m)
+            if m is Mode.DRAFT and not has_draft:
+                item = self.mode_box.model().item(self.mode_box.count() - 1)  # type: ignore[attr-defined]
+                item.setEnabled(False)
+                item.setToolTip("No draft model is loaded")
+        if mode is Mode.OFF or (mode is Mode.DRAFT and not has_draft):
+            mode = Mode.DRAFT if has_draft else Mode.LOOKUP
+        self.mode_box.setCurrentIndex(max(0, self.mode_box.findData(mode)))
+        self.run_button = QPushButton("Run comparison")
+        self.run_button.setDefault(True)
+        self.run_button.clicked.connect(self.run)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.clicked.connect(self.stop)
+        self.stop_button.setEnabled(False)
+        self.copy_button = QPushButton("Copy JSON")
+        self.copy_button.clicked.connect(self.copy_json)
+        self.save_button = QPushButton("Save JSON…")
+        self.save_button.clicked.connect(self.save_json_dialog)
+        self.close_button = QPushButton("Close")
+        self.close_button.clicked.connect(self.close)
+
+        self.off_pane = _Pane("Speculation off")
+        self.on_pane = _Pane(mode_label(mode))
+        panes = QSplitter(Qt.Orientation.Horizontal)
+        panes.addWidget(self.off_pane)
+        panes.addWidget(self.on_pane)
+
+        self.table = QTableWidget(len(ROWS), 2)
+        self.table.setObjectName("compareTable")
+        self.table.setHorizontalHeaderLabels(["Speculation off", "Speculation on"])
+        self.table.setVerticalHeaderLabels(ROWS)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.setMinimumHeight(self.table.verticalHeader().length() + 30)
+        self.summary = QLabel(
+            "Runs the prompt twice with the same seed and settings, "
+            "speculation off and then on, each from a cold cache."
+        )
+        self.summary.setObjectName("compareSummary")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        top = QGridLayout()
+        top.addWidget(QLabel("Prompt"), 0, 0, Qt.AlignmentFlag.AlignTop)
+        top.addWidget(self.prompt, 0, 1, 1, 3)
+        top.addWidget(QLabel("Compare off with"), 1, 0)
+        top.addWidget(self.mode_box, 1, 1)
+        top.addWidget(self.run_button, 1, 2)
+        top.addWidget(self.stop_button, 1, 3)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        for b in (self.copy_button, self.save_button, self.close_button):
+            buttons.addWidget(b)
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(panes, 3)
+        lay.addWidget(self.table, 2)
+        lay.addWidget(self.summary)
+        lay.addLayout(buttons)
+
+        self._timer = QTimer(self)
+        self._timer.setInterval(250)
+        self._timer.timeout.connect(self._show_live)
+        engine.compareEvent.connect(self._on_event)
+        engine.compareFinished.connect(self._on_finished)
+        engine.failed.connect(self._on_failed)
+        self._update_buttons()
+
+    # -- running ----------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.rid is not None
+
+    def mode(self) -> Mode:
+        return Mode(self.mode_box.currentData())
+
+    def messages(self) -> list[Message]:
+        out: list[Message] = []
+        if self.system_prompt.strip():
+            out.append({"role": "system", "content": self.system_prompt})
+        out.append({"role": "user", "content": self.prompt.toPlainText().strip()})
+        return out
+
+    def run(self) -> None:
+        if self.running or not self.prompt.toPlainText().strip():
+            return
+        if self.engine.busy:
+            self.summary.setText("Wait for the reply in progress to finish, then run again.")
+            return
+        params = self.settings.generation_params()
+        self.seed = params.seed if params.seed is not None else random.randrange(2**31)
+        params = params.with_(seed=self.seed, record_top2=True)
+        mode = self.mode()
+        self.compare_result = None
+        self.off_pane.clear("Speculation off")
+        self.on_pane.clear(mode_label(mode))
+        self.table.setHorizontalHeaderLabels(["Speculation off", mode_label(mode)])
+        self.table.clearContents()
+        self.summary.setText(
+            f"Running: speculation off first, then {mode_label(mode)} (seed {self.seed})…"
+        )
+        self.rid = self.engine.compare(self.messages(), params, mode)
+        self._timer.start()
+        self._update_buttons()
+
+    def stop(self) -> None:
+        if self.running:
+            self.engine.stop()
+
+    @Slot(int, str, object)
+    def _on_event(self, rid: int, name: str, ev: TokenEvent) -> None:
+        if rid != self.rid:
+            return
+        (self.off_pane if name == "off" else self.on_pane).append(ev, name == "on")
+
+    def _show_live(self) -> None:
+        self.off_pane.show_live()
+        self.on_pane.show_live()
+
+    @Slot(int, object)
+    def _on_finished(self, rid: int, result: CompareResult) -> None:
+        if rid != self.rid:
+            return
+        self.rid = None
+        self._timer.stop()
+        self._show_live()
+        self.compare_result = result
+        self._fill(result)
+        self._update_buttons()
+
+    @Slot(int, str)
+    def _on_failed(self, rid: int, message: str) -> None:
+        if rid != self.rid:
+            return
+        self.rid = None
+        self._timer.stop()
+        self.summary.setText(f"The comparison failed: {message}")
+        self._update_buttons()
+
+    def _fill(self, r: CompareResult) -> None:
+        for row, name in enumerate(ROWS):
+            for col, p in enumerate((r.off, r.on)):
+                item = QTableWidgetItem(
+                    _fmt(p, name) if p.stats.tokens or name == "Finish" else "—"
+                )
+                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+                self.table.setItem(row, col, item)
+        self.summary.setText(self.summary_text(r))
+
+    def summary_text(self, r: CompareResult) -> str:
+        if r.cancelled:
+            return "Stopped before both passes finished; the figures are partial."
+        sp = r.speedup
+        lines = [
+            f"Speedup: ×{sp:.2f} ({r.on.tokens_per_s:.1f} vs {r.off.tokens_per_s:.1f} tokens/s)"
+            if sp is not None
+            else "Speedup: —",
+            f"Seed {self.seed}, temperature {r.params.temperature:g}.",
+        ]
+        if r.identical:
+            lines.append("The two texts are identical.")
+        elif r.divergence is not None:
+            d = r.divergence
+            gap = "—" if d.off_gap is None else f"{d.off_gap:.3f}"
+            lines.append(
+                f"The texts differ from token {d.index}: off chose {d.off_token!r}, "
+                f"{mode_label(r.on.mode)} chose {d.on_token!r} (target's top-2 logit gap {gap})."
+            )
+            lines.append(d.explanation[0].upper() + d.explanation[1:] + ".")
+        return "\n".join(lines)
+
+    # -- export -----------------------------------------------------------------------------
+    def result_json(self) -> str:
+        if self.compare_result is None:
+            return ""
+        data = self.compare_result.as_dict()
+        data["seed"] = self.seed
+        data["prompt"] = self.messages()
+        return json.dumps(data, indent=2, ensure_ascii=False)
+
+    def copy_json(self) -> None:
+        if self.compare_result is not None:
+            QGuiApplication.clipboard().setText(self.result_json())
+
+    def save_json(self, path: str | Path) -> None:
+        Path(path).write_text(self.result_json() + "\n", encoding="utf-8")
+
+    def save_json_dialog(self) -> None:
+        if self.compare_result is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Save comparison", "comparison.json", "JSON (*.json)"
+        )
+        if path:
+            self.save_json(path)
+
+    def _update_buttons(self) -> None:
+        self.run_button.setEnabled(not self.running)
+        self.stop_button.setEnabled(self.running)
+        self.prompt.setReadOnly(self.running)
+        self.mode_box.setEnabled(not self.running)
+        has = self.compare_result is not None
+        self.copy_button.setEnabled(has)
+        self.save_button.setEnabled(has)
+
+    def closeEvent(self, event: object) -> None:
+        self.stop()
+        super().closeEvent(event)  # type: ignore[arg-type]

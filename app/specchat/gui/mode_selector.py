@@ -1,0 +1,77 @@
+"""The speculation toggle: one segmented button per member of the Mode enum."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QWidget
+
+from ..core.types import Mode
+from .stats_text import MODE_TIPS, mode_label
+
+NO_DRAFT_TIP = (
+    "No draft model is loaded. Load one with File → Open draft… or Models → Use default pair."
+)
+
+
+class ModeSelector(QWidget):
+    """Built from `Mode`, so a new member shows up by itself.
+
+    `modeChanged(Mode)` on any change; `modeChosen(Mode)` only when the user clicked.
+    """
+
+    modeChanged = Signal(object)
+    modeChosen = Signal(object)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("modeSelector")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        label = QLabel("Speculation:")
+        label.setContentsMargins(0, 0, 6, 0)
+        lay.addWidget(label)
+        self.group = QButtonGroup(self)
+        self.group.setExclusive(True)
+        self.buttons: dict[Mode, QToolButton] = {}
+        members = list(Mode)
+        for i, mode in enumerate(members):
+            b = QToolButton()
+            b.setText(mode_label(mode))
+            b.setToolTip(MODE_TIPS.get(mode.value, ""))
+            b.setCheckable(True)
+            b.setObjectName(f"mode-{mode.value}")
+            pos = "first" if i == 0 else "last" if i == len(members) - 1 else "middle"
+            b.setProperty("segment", pos)
+            self.group.addButton(b)
+            self.buttons[mode] = b
+            lay.addWidget(b)
+            b.toggled.connect(lambda on, m=mode: self._toggled(m, on))
+            b.clicked.connect(lambda _=False, m=mode: self.modeChosen.emit(m))
+        self.buttons[Mode.OFF].setChecked(True)
+
+    def _toggled(self, mode: Mode, on: bool) -> None:
+        if on:
+            self.modeChanged.emit(mode)
+
+    def mode(self) -> Mode:
+        for mode, b in self.buttons.items():
+            if b.isChecked():
+                return mode
+        return Mode.OFF
+
+    def set_mode(self, mode: Mode | str) -> None:
+        m = Mode.parse(mode)
+        b = self.buttons[m]
+        if b.isEnabled():
+            b.setChecked(True)
+
+    def set_draft_available(self, available: bool) -> None:
+        """Disable the draft option (with the reason as tooltip) when no draft is loaded."""
+        b = self.buttons.get(Mode.DRAFT)
+        if b is None:
+            return
+        b.setEnabled(available)
+        b.setToolTip(MODE_TIPS["draft"] if available else NO_DRAFT_TIP)
+        if not available and b.isChecked():
+            self.buttons[Mode.LOOKUP if Mode.LOOKUP in self.buttons else Mode.OFF].setChecked(True)

@@ -1,0 +1,69 @@
+"""What is loaded: target and draft with size, quantization and offload; load progress."""
+
+from __future__ import annotations
+
+from html import escape
+
+from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
+
+from ..core.engine import LoadedModelInfo
+from .workers import ModelsInfo
+
+
+def offload_text(n_gpu_layers: int) -> str:
+    if n_gpu_layers == 0:
+        return "CPU"
+    if n_gpu_layers < 0:
+        return "GPU, all layers"
+    return f"GPU, {n_gpu_layers} layers"
+
+
+def model_line(role: str, info: LoadedModelInfo | None) -> str:
+    if info is None:
+        return f"<b>{role}:</b> <i>none</i>"
+    details = [
+        info.quantization or "?",
+        f"{info.size_bytes / 1e9:.2f} GB",
+        offload_text(info.n_gpu_layers),
+        f"ctx {info.n_ctx}",
+        f"{info.n_threads} threads",
+    ]
+    return (
+        f"<b>{role}:</b> {escape(info.name)}<br>"
+        f"<span style='font-size:small'>{escape(' · '.join(details))}</span>"
+    )
+
+
+class ModelsPanel(QGroupBox):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__("Models", parent)
+        self.info = ModelsInfo()
+        self.label = QLabel()
+        self.label.setObjectName("modelsInfo")
+        self.label.setWordWrap(True)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.progress = QProgressBar()
+        self.progress.setRange(0, 0)  # llama.cpp reports no progress: a busy bar
+        self.progress.setMaximumHeight(10)
+        self.progress.setTextVisible(False)
+        lay = QVBoxLayout(self)
+        lay.addWidget(self.label)
+        lay.addWidget(self.status)
+        lay.addWidget(self.progress)
+        self.set_loading(None)
+        self.set_info(ModelsInfo())
+
+    def set_info(self, info: ModelsInfo) -> None:
+        self.info = info
+        self.label.setText(
+            model_line("Target", info.target) + "<br>" + model_line("Draft", info.draft)
+        )
+        self.label.setToolTip(
+            "\n".join(str(i.path) for i in (info.target, info.draft) if i is not None)
+        )
+
+    def set_loading(self, text: str | None) -> None:
+        self.status.setText(text or "")
+        self.status.setVisible(bool(text))
+        self.progress.setVisible(bool(text))

@@ -1,0 +1,315 @@
+"""The inference thread: one long-lived QThread whose worker owns the Engine.
+
+The GUI never calls the engine directly. It asks `EngineController` (GUI thread) to load, generate
+or compare; the controller forwards each request over a queued signal to `EngineWorker`, which
+runs it on the inference thread and reports back with signals. A stop request sets a
+`threading.Event` that the decoder checks between steps, so stopping never waits on the queue.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from ..core.compare import run_comparison
+from ..core.engine import Engine, LoadedModelInfo, Message
+from ..core.runtime import RuntimeConfig
+from ..core.types import GenerationParams, Mode
+from .errors import readable_error
+
+log = logging.getLogger(__name__)
+
+_threads: set[QThread] = set()  # every inference thread started and not yet joined
+
+
+def running_threads() -> list[QThread]:
+    """Inference threads still running (tests fail when one outlives them)."""
+    return [t for t in list(_threads) if t.isRunning()]
+
+
+@dataclass(frozen=True)
+class LoadRequest:
+    target: Path
+    draft: Path | None
+    target_config: RuntimeConfig = field(default_factory=RuntimeConfig)
+    draft_config: RuntimeConfig = field(default_factory=RuntimeConfig)
+
+
+@dataclass(frozen=True)
+class ModelsInfo:
+    """What is loaded now (after a load, successful or not)."""
+
+    target: LoadedModelInfo | None = None
+    draft: LoadedModelInfo | None = None
+
+    @property
+    def has_draft(self) -> bool:
+        return self.draft is not None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    messages: tuple[Message, ...]
+    params: GenerationParams
+    mode: Mode
+    cancel: threading.Event
+
+
+class EngineWorker(QObject):
+    """Lives on the inference thread; every slot runs there."""
+
+    loading = Signal(str)  # what is being loaded, for the status bar
+    loaded = Signal(object)  # ModelsInfo
+    loadFailed = Signal(str, str)  # which ("target" | "draft"), readable message
+    token = Signal(int, object)  # request id, TokenEvent (every event, the last one included)
+    finished = Signal(int, object)  # request id, the final TokenEvent
+    compareEvent = Signal(int, str, object)  # request id, "off" | "on", TokenEvent
+    compareFinished = Signal(int, object)  # request id, CompareResult
+    failed = Signal(int, str)  # request id, readable message
+
+    def __init__(self, engine: Engine | None = None, owns_engine: bool = True) -> None:
+        super().__init__()
+        self.engine = engine
+        self._owns = owns_engine
+        self.closing = threading.Event()  # set by the controller on shutdown
+
+    # -- models -----------------------------------------------------------------------------
+    def info(self) -> ModelsInfo:
+        if self.engine is None:
+            return ModelsInfo()
+        d = self.engine.describe()
+        return ModelsInfo(d["target"], d["draft"])
+
+    @Slot()
+    def describe(self) -> None:
+        self.loaded.emit(self.info())
+
+    @Slot(object)
+    def load(self, req: LoadRequest) -> None:
+        if self.closing.is_set():
+            return
+        eng = self.engine
+        reload_target = (
+            eng is None
+            or eng.target.path.resolve() != Path(req.target).resolve()
+            or eng.target.config != req.target_config
+        )
+        if reload_target:
+            self.loading.emit(f"Loading target {Path(req.target).name}…")
+            try:
+                new = Engine(req.target, None, target_config=req.target_config)
+            except Exception as exc:  # keep what was loaded; the app stays usable
+                log.info("target load failed", exc_info=True)
+                self.loadFailed.emit("target", readable_error(exc, Path(req.target)))
+                self.loaded.emit(self.info())
+                return
+            old, old_owned = self.engine, self._owns
+            self.engine, self._owns = new, True
+            if old is not None and old_owned:
+                old.close()
+        eng = self.engine
+        assert eng is not None
+        if req.draft is None:
+            eng.unload_draft()
+        elif (
+            reload_target
+            or eng.draft is None
+            or eng.draft.path.resolve() != Path(req.draft).resolve()
+            or eng.draft.config != req.draft_config
+        ):
+            self.loading.emit(f"Loading draft {Path(req.draft).name}…")
+            try:
+                eng.load_draft(req.draft, req.draft_config)
+            except Exception as exc:
+                log.info("draft load failed", exc_info=True)
+                self.loadFailed.emit("draft", readable_error(exc, Path(req.draft)))
+        self.loaded.emit(self.info())
+
+    @Slot()
+    def unload_draft(self) -> None:
+        if self.engine is not None:
+            self.engine.unload_draft()
+        self.loaded.emit(self.info())
+
+    # -- generation -------------------------------------------------------------------------
+    def _cancelled(self, req: GenerateRequest) -> bool:
+        return req.cancel.is_set() or self.closing.is_set()
+
+    @Slot(int, object)
+    def generate(self, rid: int, req: GenerateRequest) -> None:
+        if self.engine is None:
+            self.failed.emit(rid, "No model is loaded.")
+            return
+        last = None
+        try:
+            for ev in self.engine.generate(
+                req.messages, req.params, req.mode, lambda: self._cancelled(req)
+            ):
+                last = ev
+                self.token.emit(rid, ev)
+        except Exception as exc:
+            log.info("generation failed", exc_info=True)
+            self.failed.emit(rid, readable_error(exc))
+            return
+        self.finished.emit(rid, last)
+
+    @Slot(int, object)
+    def compare(self, rid: int, req: GenerateRequest) -> None:
+        if self.engine is None:
+            self.failed.emit(rid, "No model is loaded.")
+            return
+        try:
+            result = run_comparison(
+                self.engine,
+                req.messages,
+                req.params,
+                req.mode,
+                on_event=lambda name, ev: self.compareEvent.emit(rid, name, ev),
+                cancel=lambda: self._cancelled(req),
+            )
+        except Exception as exc:
+            log.info("comparison failed", exc_info=True)
+            self.failed.emit(rid, readable_error(exc))
+            return
+        self.compareFinished.emit(rid, result)
+
+    @Slot()
+    def shutdown(self) -> None:
+        """Last request on the thread: close the models (when ours) and end the event loop."""
+        if self.engine is not None and self._owns:
+            self.engine.close()
+        self.engine = None
+        thread = QThread.currentThread()
+        if thread is not None:
+            thread.quit()
+
+
+class EngineController(QObject):
+    """GUI-side handle of the inference thread. One request runs at a time."""
+
+    _requestLoad = Signal(object)
+    _requestDescribe = Signal()
+    _requestUnloadDraft = Signal()
+    _requestGenerate = Signal(int, object)
+    _requestCompare = Signal(int, object)
+    _requestShutdown = Signal()
+
+    busyChanged = Signal(bool)
+
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        *,
+        owns_engine: bool = True,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self._ids = itertools.count(1)
+        self._cancel = threading.Event()
+        self._current: int | None = None
+        self._loading = False
+        self.thread_ = QThread()
+        self.thread_.setObjectName("specchat-inference")
+        self.worker = EngineWorker(engine, owns_engine)
+        self.worker.moveToThread(self.thread_)
+        w = self.worker
+        self._requestLoad.connect(w.load)
+        self._requestDescribe.connect(w.describe)
+        self._requestUnloadDraft.connect(w.unload_draft)
+        self._requestGenerate.connect(w.generate)
+        self._requestCompare.connect(w.compare)
+        self._requestShutdown.connect(w.shutdown)
+        self.thread_.finished.connect(w.deleteLater)
+        # what the rest of the GUI listens to
+        self.loading = w.loading
+        self.loaded = w.loaded
+        self.loadFailed = w.loadFailed
+        self.token = w.token
+        self.finished = w.finished
+        self.compareEvent = w.compareEvent
+        self.compareFinished = w.compareFinished
+        self.failed = w.failed
+        w.finished.connect(self._request_done)
+        w.compareFinished.connect(self._request_done)
+        w.failed.connect(self._request_done)
+        w.loaded.connect(self._load_done)
+        _threads.add(self.thread_)
+        self.thread_.start()
+
+    # -- state ------------------------------------------------------------------------------
+    @property
+    def busy(self) -> bool:
+        """A generation or comparison is in flight."""
+        return self._current is not None
+
+    @property
+    def loading_models(self) -> bool:
+        return self._loading
+
+    @property
+    def engine(self) -> Engine | None:
+        """For display and tests only: never call into it from the GUI thread."""
+        return self.worker.engine if self.thread_.isRunning() else None
+
+    @Slot(int, object)
+    def _request_done(self, rid: int, _payload: object) -> None:
+        if rid == self._current:
+            self._current = None
+            self.busyChanged.emit(False)
+
+    @Slot(object)
+    def _load_done(self, _info: object) -> None:
+        self._loading = False
+
+    # -- requests ---------------------------------------------------------------------------
+    def load(self, req: LoadRequest) -> None:
+        self._loading = True
+        self._requestLoad.emit(req)
+
+    def describe(self) -> None:
+        self._requestDescribe.emit()
+
+    def unload_draft(self) -> None:
+        self._requestUnloadDraft.emit()
+
+    def _start(self) -> tuple[int, threading.Event]:
+        if self._current is not None:
+            raise RuntimeError("a reply is already being generated")
+        rid = next(self._ids)
+        self._cancel = threading.Event()
+        self._current = rid
+        self.busyChanged.emit(True)
+        return rid, self._cancel
+
+    def generate(self, messages: Sequence[Message], params: GenerationParams, mode: Mode) -> int:
+        rid, cancel = self._start()
+        self._requestGenerate.emit(rid, GenerateRequest(tuple(messages), params, mode, cancel))
+        return rid
+
+    def compare(self, messages: Sequence[Message], params: GenerationParams, mode: Mode) -> int:
+        rid, cancel = self._start()
+        self._requestCompare.emit(rid, GenerateRequest(tuple(messages), params, mode, cancel))
+        return rid
+
+    def stop(self) -> None:
+        """Ask the running request to stop after its current step."""
+        self._cancel.set()
+
+    def shutdown(self, timeout_ms: int = 120_000) -> bool:
+        """Stop any request, close the models (when owned) and join the thread."""
+        if not self.thread_.isRunning():
+            _threads.discard(self.thread_)
+            return True
+        self._cancel.set()
+        self.worker.closing.set()
+        self._requestShutdown.emit()
+        ok = bool(self.thread_.wait(timeout_ms))
+        if ok:
+            _threads.discard(self.thread_)
+        return ok

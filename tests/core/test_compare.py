@@ -1,0 +1,126 @@
+"""Side-by-side comparison on the real default pair: both passes, the figures, divergences."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from specchat.core.compare import (
+    CompareResult,
+    PassResult,
+    find_divergence,
+    run_comparison,
+)
+from specchat.core.engine import Engine
+from specchat.core.types import GenerationParams, TokenEvent
+
+PROMPT = [{"role": "user", "content": "Write a Python function that reverses a string."}]
+
+
+def test_off_then_on_with_measured_figures(engine: Engine) -> None:
+    seen: list[tuple[str, TokenEvent]] = []
+    params = GenerationParams(max_tokens=32, seed=3)
+    result = run_comparison(
+        engine, PROMPT, params, "draft", on_event=lambda p, e: seen.append((p, e))
+    )
+    names = [p for p, _ in seen]
+    # one pass after the other, never interleaved
+    assert names == ["off"] * names.count("off") + ["on"] * names.count("on")
+    assert names.count("off") >= 2 and names.count("on") >= 2
+    off, on = result.off, result.on
+    assert off.text == "".join(e.text for p, e in seen if p == "off")
+    assert on.text == "".join(e.text for p, e in seen if p == "on")
+    assert off.mode == "off" and on.mode == "draft"
+    assert off.stats.tokens == len(off.token_ids) > 0 and on.stats.tokens == len(on.token_ids)
+    assert off.stats.acceptance_rate is None and off.stats.drafted == 0
+    assert on.stats.drafted > 0 and on.stats.acceptance_rate is not None
+    for p in (off, on):
+        assert p.tokens_per_s > 0 and p.stats.ttft_s > 0 and p.stats.elapsed_s >= p.stats.ttft_s
+        assert all(g is not None and g >= 0 for g in p.gaps)  # top-2 recorded on every token
+    assert result.speedup == pytest.approx(on.tokens_per_s / off.tokens_per_s)
+    assert not result.cancelled
+    if result.identical:
+        assert result.divergence is None and off.token_ids == on.token_ids
+    else:  # greedy: only a near-tie under batched arithmetic may separate them
+        d = result.divergence
+        assert d is not None and d.near_tie, d
+        assert off.token_ids[: d.index] == on.token_ids[: d.index]
+    record = json.loads(json.dumps(result.as_dict()))
+    assert record["off"]["tokens"] == off.stats.tokens
+    assert record["on"]["acceptance_rate"] == round(on.stats.acceptance_rate, 4)
+    assert record["identical"] is result.identical
+    print(result.summary())
+
+
+def test_lookup_mode_and_cold_caches(engine: Engine) -> None:
+    params = GenerationParams(max_tokens=24)
+    result = run_comparison(engine, PROMPT, params, "lookup")
+    assert result.on.mode == "lookup" and result.off.stats.tokens == 24
+    # both passes start cold: the whole prompt is decoded each time
+    assert result.off.stats.prefill_s > 0.0 and result.on.stats.prefill_s > 0.0
+    assert result.on.stats.prefill_s > 0.25 * result.off.stats.prefill_s
+
+
+def test_cancel_during_the_first_pass_skips_the_second(engine: Engine) -> None:
+    cancel = threading.Event()
+    passes: list[str] = []
+
+    def on_event(name: str, ev: TokenEvent) -> None:
+        passes.append(name)
+        if len(passes) == 4:
+            cancel.set()
+
+    result = run_comparison(
+        engine, PROMPT, GenerationParams(max_tokens=64), "draft", on_event, cancel
+    )
+    assert result.cancelled and "on" not in passes
+    assert result.off.finish_reason == "cancelled" and result.on.token_ids == []
+    assert result.speedup is None
+    json.dumps(result.as_dict())
+
+
+def test_comparing_off_with_off_is_refused(engine: Engine) -> None:
+    with pytest.raises(ValueError):
+        run_comparison(engine, PROMPT, GenerationParams(max_tokens=4), "off")
+
+
+def _pass(mode: str, ids: list[int], gaps: list[float], finish: str = "length") -> PassResult:
+    return PassResult(mode=mode, token_ids=ids, gaps=list(gaps), finish_reason=finish)
+
+
+def test_divergence_is_located_and_explained(engine: Engine) -> None:
+    a_id, b_id = engine.target.tokenize(" apple banana", add_special=False)[:2]
+    greedy = GenerationParams()
+    off = _pass("off", [11, 12, a_id, 13], [5.0, 4.0, 0.03, 2.0])
+    on = _pass("draft", [11, 12, b_id, 14], [5.0, 4.0, 0.02, 2.0])
+    d = find_divergence(engine, off, on, greedy)
+    assert d is not None and d.index == 2 and d.near_tie
+    assert d.off_token == engine.target.piece(a_id).decode() and d.on_token.strip() == "banana"
+    assert d.off_gap == pytest.approx(0.03) and "near-tie" in d.explanation
+    assert "batched" in d.explanation
+    # a clear winner under greedy decoding is flagged, not excused
+    clear = find_divergence(
+        engine, _pass("off", [1, a_id], [3.0, 6.0]), _pass("draft", [1, b_id], [3.0, 6.0]), greedy
+    )
+    assert clear is not None and not clear.near_tie and "report" in clear.explanation
+    # sampling explains a difference by the random stream
+    sampled = find_divergence(engine, off, on, GenerationParams(temperature=0.8, seed=1))
+    assert sampled is not None and "seed" in sampled.explanation
+    # one reply stopping earlier is reported at the end of the shorter one
+    short = find_divergence(
+        engine, _pass("off", [1, 2], [1, 1], "stop"), _pass("draft", [1, 2, 3], [1, 1, 1]), greedy
+    )
+    assert short is not None and short.index == 2 and short.off_token == ""
+    assert (
+        find_divergence(engine, off, _pass("draft", list(off.token_ids), off.gaps), greedy) is None
+    )
+
+
+def test_result_dict_without_a_second_pass() -> None:
+    r = CompareResult(
+        _pass("off", [1], [1.0]), PassResult(mode="draft"), GenerationParams(), cancelled=True
+    )
+    d = r.as_dict()
+    assert d["speedup"] is None and d["cancelled"] and "stopped" in d["summary"]

@@ -1,0 +1,88 @@
+"""GUI test fixtures: offscreen Qt, a throw-away data directory, windows on the shared engine.
+
+The real default pair is loaded once per session (the `engine` fixture of tests/conftest.py);
+each window gets its own inference thread that adopts that engine, and every test fails if an
+inference thread is still running when it ends.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+from collections.abc import Callable, Iterator  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+
+MAX_STREAM_MS = 180_000  # a reply on a busy 2-core machine
+
+
+@pytest.fixture(autouse=True)
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Conversations and settings go to a temporary directory, never the user's."""
+    path = tmp_path / "data"
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(path))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def no_dangling_threads(qapp: Any) -> Iterator[None]:
+    """Fail a test that leaves an inference thread running (and stop it for the next test)."""
+    yield
+    from specchat.gui.workers import running_threads
+
+    left = running_threads()
+    for thread in left:
+        thread.quit()
+        thread.wait(60_000)
+    if left:
+        pytest.fail(f"{len(left)} inference thread(s) still running after the test")
+
+
+@pytest.fixture
+def make_window(qtbot: Any, engine: Any) -> Iterator[Callable[..., Any]]:
+    """Build a main window on the shared engine; closed (thread joined) at teardown."""
+    from specchat.core.settings import Settings
+    from specchat.gui.main_window import MainWindow
+    from specchat.gui.workers import EngineController
+
+    windows: list[Any] = []
+
+    def make(**changes: Any) -> MainWindow:
+        base = {"n_ctx": 2048, "max_tokens": 24, "mode": "draft"}
+        base.update(changes)
+        controller = EngineController(engine, owns_engine=False)
+        w = MainWindow(
+            controller=controller,
+            settings=Settings(**base),
+            autoload=False,
+            open_manager_on_first_run=False,
+        )
+        qtbot.addWidget(w)
+        w.resize(1200, 800)
+        w.show()
+        qtbot.waitUntil(lambda: w.models.target is not None, timeout=10_000)
+        windows.append(w)
+        return w
+
+    yield make
+    for w in windows:
+        w.close()
+
+
+@pytest.fixture
+def send(qtbot: Any) -> Callable[..., Any]:
+    """send(window, text): type `text`, press Enter, wait for the reply to end; returns its
+    final GenerationStats."""
+    from PySide6.QtCore import Qt
+
+    def send(window: Any, text: str, timeout: int = MAX_STREAM_MS) -> Any:
+        with qtbot.waitSignal(window.session.streamFinished, timeout=timeout) as blocker:
+            window.input.setPlainText(text)
+            qtbot.keyClick(window.input, Qt.Key.Key_Return)
+        return blocker.args[0]
+
+    return send

@@ -1,0 +1,186 @@
+"""The chat window on the real engine: streaming, the gauge, saving, modes, stop, quit."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from PySide6.QtCore import Qt, QTimer
+
+from specchat.core.history import History
+from specchat.core.types import Mode
+
+MAX_STREAM_MS = 180_000
+PROMPT = "Write a Python function that returns the n-th Fibonacci number."
+
+
+def stored(window: Any) -> list[Any]:
+    with History(window.history.path) as h:
+        assert h.integrity_ok()
+        assert window.session.conversation_id is not None
+        return h.messages(window.session.conversation_id)
+
+
+class Probe:
+    """Samples the window every `ms` milliseconds while a reply streams."""
+
+    def __init__(self, window: Any, ms: int = 20) -> None:
+        self.window = window
+        self.ticks: list[float] = []
+        self.samples: list[tuple[int, int, str]] = []  # (text length, gauge updates, tokens)
+        self.timer = QTimer()
+        self.timer.setInterval(ms)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
+
+    def _tick(self) -> None:
+        w = self.window
+        if not w.session.streaming:
+            return
+        self.ticks.append(time.perf_counter())
+        reply = w.chat.last("assistant")
+        self.samples.append(
+            (len(reply.text) if reply else 0, w.gauge.updates, w.gauge.figures().get("tokens", ""))
+        )
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def max_gap_ms(self) -> float:
+        gaps = [b - a for a, b in zip(self.ticks, self.ticks[1:], strict=False)]
+        return 1000 * max(gaps, default=0.0)
+
+
+def test_message_streams_updates_the_gauge_and_is_saved(qtbot, make_window, send) -> None:
+    w = make_window(max_tokens=40)
+    w.mode_selector.buttons[Mode.DRAFT].click()
+    probe = Probe(w, ms=25)
+    final = send(w, PROMPT)
+    probe.stop()
+    # the text arrived in many steps, not at once
+    lengths = [s[0] for s in probe.samples]
+    assert len(set(lengths)) >= 4, lengths
+    assert lengths == sorted(lengths)
+    # the gauge showed new figures during the stream (polled, not per token)
+    during = {s[2] for s in probe.samples if s[2] not in ("", "0")}
+    assert len(during) >= 2, probe.samples
+    assert final.tokens == 40 and final.mode == "draft"
+    assert w.gauge.figures()["acceptance"].endswith("%")
+    assert w.gauge.figures()["tokens"] == "40"
+    # saved with its stats
+    user, reply = stored(w)
+    assert (user.role, user.content) == ("user", PROMPT)
+    assert reply.role == "assistant" and reply.content == w.chat.last("assistant").text
+    assert reply.stats["mode"] == "draft" and reply.stats["tokens"] == 40
+    assert reply.stats["tokens_per_s"] > 0 and reply.stats["acceptance_rate"] is not None
+    assert reply.stats["finish_reason"] == "length"
+    assert reply.draft_spans, "draft tokens were not recorded"
+    assert w.conversations.ids() == [w.session.conversation_id]
+    # the final rendering is Markdown: a fenced code block became a code block
+    assert "```" in reply.content and w.chat.last("assistant").body.code
+
+
+def test_mode_switch_between_messages_needs_no_reload(qtbot, make_window, send, engine) -> None:
+    w = make_window(max_tokens=16)
+    target, draft = engine.target, engine.draft
+    w.mode_selector.buttons[Mode.OFF].click()
+    off = send(w, "Say hello in French.")
+    assert off.mode == "off" and w.gauge.figures()["acceptance"] == "off"
+    w.mode_selector.buttons[Mode.DRAFT].click()
+    on = send(w, "Now say it in German.")
+    assert on.mode == "draft" and on.drafted > 0
+    assert w.controller.engine is engine
+    assert engine.target is target and engine.draft is draft
+    modes = [m.stats["mode"] for m in stored(w) if m.role == "assistant"]
+    assert modes == ["off", "draft"]
+    assert w.settings.mode == "draft"  # the choice is remembered
+
+
+def test_stop_mid_stream_then_regenerate(qtbot, make_window, send) -> None:
+    w = make_window(max_tokens=400)
+    w.mode_selector.buttons[Mode.LOOKUP].click()
+    with qtbot.waitSignal(w.session.streamFinished, timeout=MAX_STREAM_MS) as blocker:
+        w.input.setPlainText(PROMPT)
+        qtbot.keyClick(w.input, Qt.Key.Key_Return)
+        qtbot.waitUntil(lambda: len(w.chat.last("assistant").text) > 20, timeout=MAX_STREAM_MS)
+        qtbot.keyClick(w, Qt.Key.Key_Escape)  # Esc stops
+    stopped = blocker.args[0]
+    assert stopped.tokens < 400
+    _, partial = stored(w)
+    assert partial.stats["finish_reason"] == "cancelled" and partial.content
+    assert w.stop_button.isEnabled() is False and w.send_button.isEnabled()
+
+    w.settings = w.settings.with_(max_tokens=12)
+    with qtbot.waitSignal(w.session.streamFinished, timeout=MAX_STREAM_MS):
+        qtbot.keyClick(w, Qt.Key.Key_R, Qt.KeyboardModifier.ControlModifier)
+    msgs = stored(w)
+    assert [m.role for m in msgs] == ["user", "assistant"]  # replaced, not added
+    assert msgs[1].stats["finish_reason"] in ("length", "stop")
+    assert msgs[1].stats["tokens"] <= 12
+    assert [m.role for m in w.chat.messages] == ["user", "assistant"]
+
+
+def test_edit_and_resend_the_last_message(qtbot, make_window, send) -> None:
+    w = make_window(max_tokens=8)
+    send(w, "Name a colour.")
+    send(w, "Name a fruit.")
+    w.chat.last("user").edit_button.click()
+    assert w.input.toPlainText() == "Name a fruit." and w.session.editing
+    send(w, "Name a vegetable.")
+    contents = [(m.role, m.content) for m in stored(w)]
+    assert [c for r, c in contents if r == "user"] == ["Name a colour.", "Name a vegetable."]
+    assert len(contents) == 4
+    assert [m.role for m in w.chat.messages] == ["user", "assistant", "user", "assistant"]
+
+
+def test_quit_mid_stream_stops_cleanly_and_keeps_the_text(qtbot, make_window, send, engine) -> None:
+    w = make_window(max_tokens=400)
+    w.input.setPlainText(PROMPT)
+    qtbot.keyClick(w.input, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: len(w.chat.last("assistant").text) > 20, timeout=MAX_STREAM_MS)
+    conv = w.session.conversation_id
+    path = w.history.path
+    shown = w.chat.last("assistant").text
+    w.close()
+    assert not w.controller.thread_.isRunning()
+    with History(path) as h:
+        assert h.integrity_ok()
+        user, reply = h.messages(conv)
+    assert reply.content.startswith(shown) and reply.stats["finish_reason"] == "cancelled"
+    assert reply.stats["tokens"] < 400
+    # the shared engine is free and consistent for whoever comes next
+    from specchat.core.types import GenerationParams
+
+    events = list(
+        engine.generate([{"role": "user", "content": "Hi"}], GenerationParams(max_tokens=3))
+    )
+    assert events[-1].stats.tokens == 3
+
+
+def test_event_loop_stays_responsive_while_generating(qtbot, make_window, send) -> None:
+    w = make_window(max_tokens=40)
+    w.mode_selector.buttons[Mode.DRAFT].click()
+    probe = Probe(w, ms=20)
+    send(w, "List five prime numbers and explain why each is prime.")
+    probe.stop()
+    assert len(probe.ticks) >= 10
+    gap = probe.max_gap_ms()
+    print(f"longest gap between 20 ms ticks: {gap:.1f} ms over {len(probe.ticks)} ticks")
+    assert probe.max_gap_ms() < 100, f"the GUI thread stalled for {probe.max_gap_ms():.0f} ms"
+
+
+def test_new_chat_and_switching_conversations(qtbot, make_window, send) -> None:
+    w = make_window(max_tokens=6)
+    send(w, "First chat.")
+    first = w.session.conversation_id
+    qtbot.keyClick(w, Qt.Key.Key_N, Qt.KeyboardModifier.ControlModifier)
+    assert w.session.conversation_id is None and w.chat.messages == []
+    w.system_prompt.setText("Answer in one word.")
+    w.system_prompt.editingFinished.emit()
+    send(w, "Second chat.")
+    second = w.session.conversation_id
+    assert second != first and w.history.conversation(second).system_prompt == "Answer in one word."
+    assert set(w.conversations.ids()) == {first, second}
+    w.open_conversation(first)
+    assert [m.text for m in w.chat.messages][0] == "First chat."
+    assert w.system_prompt.text() == ""

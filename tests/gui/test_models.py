@@ -1,0 +1,162 @@
+"""Loading models in the window: progress, readable errors, draft availability, first run."""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from pathlib import Path
+
+import gguf
+import numpy as np
+from PySide6.QtCore import QTimer, Signal
+
+from specchat.core.settings import Settings
+from specchat.core.types import Mode
+from specchat.gui.main_window import MANAGER_MISSING, MainWindow
+from specchat.gui.mode_selector import NO_DRAFT_TIP
+from specchat.gui.workers import EngineController
+
+LOAD_MS = 120_000
+
+
+def tiny_gguf(path: Path) -> Path:
+    """A valid GGUF whose 300-token vocabulary matches no real target."""
+    w = gguf.GGUFWriter(str(path), "qwen2")
+    w.add_name("Tiny Other Vocabulary")
+    w.add_context_length(256)
+    w.add_block_count(1)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"tok{i}" for i in range(300)])
+    w.add_token_types([int(gguf.TokenType.NORMAL)] * 300)
+    w.add_tensor("token_embd.weight", np.zeros((300, 8), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def wait_loaded(qtbot, window: MainWindow) -> None:
+    qtbot.waitUntil(lambda: not window.controller.loading_models, timeout=LOAD_MS)
+
+
+def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> None:
+    target, draft = model_paths
+    w = MainWindow(
+        controller=EngineController(),
+        settings=Settings(n_ctx=512, max_tokens=6),
+        autoload=False,
+        open_manager_on_first_run=False,
+    )
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        # target alone, loaded on the inference thread while the window keeps ticking
+        ticks: list[float] = []
+        timer = QTimer()
+        timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+        timer.start(20)
+        w.load_models(target, None)
+        assert w.models_panel.progress.isVisible() or not w.controller.loading_models
+        wait_loaded(qtbot, w)
+        timer.stop()
+        gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
+        assert len(ticks) >= 5 and max(gaps) < 0.25, f"window froze {max(gaps):.2f} s"
+        assert not w.models_panel.progress.isVisible()
+        assert w.models.target is not None and w.models.draft is None
+        assert "Draft:</b> <i>none" in w.models_panel.label.text()
+        assert "CPU" in w.models_panel.label.text() and "GB" in w.models_panel.label.text()
+        draft_button = w.mode_selector.buttons[Mode.DRAFT]
+        assert not draft_button.isEnabled() and draft_button.toolTip() == NO_DRAFT_TIP
+        assert w.mode_selector.mode() is not Mode.DRAFT
+
+        # not a model at all: a readable message, the target stays, the app works
+        notes = tmp_path / "notes.gguf"
+        notes.write_text("hello, I am not a model\n")
+        with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
+            w.open_draft(notes)
+        wait_loaded(qtbot, w)
+        assert failed.args[0] == "draft" and "not a usable GGUF" in failed.args[1]
+        assert w.banner.isVisible() and w.banner.kind == "error"
+        assert "Traceback" not in w.banner.text()
+        assert w.models.target is not None
+
+        # a GGUF with another vocabulary: refused as a draft, with the reason
+        other = tiny_gguf(tmp_path / "other-vocab.gguf")
+        with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
+            w.open_draft(other)
+        wait_loaded(qtbot, w)
+        assert "cannot be used as a draft" in failed.args[1]
+        assert w.models.draft is None
+
+        with qtbot.waitSignal(w.session.streamFinished, timeout=LOAD_MS) as done:
+            w.input.setPlainText("Say hi.")
+            w.send(w.input.toPlainText())
+        assert done.args[0].tokens >= 1
+
+        # a broken target leaves the loaded one in place
+        engine_before = w.controller.engine
+        with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
+            w.open_target(notes)
+        wait_loaded(qtbot, w)
+        assert failed.args[0] == "target" and w.controller.engine is engine_before
+
+        # the real draft: the Draft option comes alive
+        w.open_draft(draft)
+        wait_loaded(qtbot, w)
+        assert w.models.draft is not None and draft_button.isEnabled()
+        assert "0.5B" in w.models_panel.label.text()
+
+        # settings that need a reload reload on the worker; sampling settings do not
+        w.apply_settings(w.settings.with_(temperature=0.5))
+        assert not w.controller.loading_models
+        w.apply_settings(w.settings.with_(n_ctx=1024))
+        wait_loaded(qtbot, w)
+        assert w.models.target is not None and w.models.target.n_ctx == 1024
+        assert w.models.draft is not None and w.models.draft.n_ctx == 1024
+        assert w.controller.engine is not engine_before
+    finally:
+        w.close()
+    assert not w.controller.thread_.isRunning()
+
+
+def test_first_run_without_models_explains_how_to_get_them(qtbot, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "empty-store"))
+    monkeypatch.setitem(sys.modules, "specchat.gui.model_manager", None)  # not in this build
+    w = MainWindow(controller=EngineController())
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        qtbot.waitUntil(w.banner.isVisible, timeout=5_000)
+        assert "specchat-cli models fetch-default" in w.banner.text()
+        assert not w.send_button.isEnabled() and not w.compare_action.isEnabled()
+        assert w.models.target is None
+        w.open_model_manager()
+        assert w.banner.text() == MANAGER_MISSING
+        w.use_default_pair()  # not installed: explains instead of failing
+        assert "fetch-default" in w.banner.text()
+    finally:
+        w.close()
+
+
+def test_model_manager_is_opened_lazily_and_its_choice_loads(qtbot, tmp_path, monkeypatch) -> None:
+    from PySide6.QtWidgets import QDialog
+
+    class FakeManager(QDialog):  # stands in for the dialog another module provides
+        pairChosen = Signal(str, str)
+
+    module = types.ModuleType("specchat.gui.model_manager")
+    module.ModelManagerDialog = FakeManager  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "specchat.gui.model_manager", module)
+    w = MainWindow(controller=EngineController(), autoload=False)
+    qtbot.addWidget(w)
+    try:
+        w.open_model_manager()
+        assert isinstance(w.manager_dialog, FakeManager) and w.manager_dialog.isVisible()
+        missing = str(tmp_path / "missing.gguf")
+        with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
+            w.manager_dialog.pairChosen.emit(missing, "")
+        assert failed.args[0] == "target" and "does not exist" in failed.args[1]
+    finally:
+        w.close()
