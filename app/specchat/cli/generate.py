@@ -101,7 +101,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 HELP = """commands:
-  /mode off|draft|lookup   switch speculation for the next message (no reload)
+  /mode off|draft|lookup|auto  switch speculation for the next message (no reload)
   /new                     start a new conversation
   /quit                    leave (Ctrl+D works too)"""
 
