@@ -27,6 +27,8 @@ def test_comparison_runs_both_passes_and_fills_the_table(qtbot, make_window, tmp
     with qtbot.waitSignal(w.controller.compareFinished, timeout=RUN_MS):
         dlg.run_button.click()
         assert dlg.running and not dlg.run_button.isEnabled()
+    # the dialog's own slot for the same queued signal may run just after the wait returns
+    qtbot.waitUntil(lambda: dlg.compare_result is not None, timeout=10_000)
     r = dlg.compare_result
     assert r is not None and not r.cancelled
     # one pass after the other, each streamed into its pane

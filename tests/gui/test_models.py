@@ -63,7 +63,7 @@ def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> 
         timer.stop()
         gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
         assert len(ticks) >= 5 and max(gaps) < 0.25, f"window froze {max(gaps):.2f} s"
-        assert not w.models_panel.progress.isVisible()
+        qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)
         assert w.models.target is not None and w.models.draft is None
         assert "Draft:</b> <i>none" in w.models_panel.label.text()
         assert "CPU" in w.models_panel.label.text() and "GB" in w.models_panel.label.text()
