@@ -447,7 +447,18 @@ def run_bench(
                 interrupted = True
                 break
             p = settings.params.with_(max_tokens=prompt.max_tokens)
-            result = variants[label].run(prompt, p)
+            variant = variants[label]
+            try:
+                result = variant.run(prompt, p)
+            except Exception as exc:  # a peer's own bug must not end the whole run
+                if isinstance(variant, EngineVariant):
+                    raise
+                print(
+                    f"[{n}/{len(plan)}] {prompt.prompt.id} {label}: failed, skipped ({exc})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                continue
             result.repeat, result.pair = rep, pair
             runs.append(result)
             if on_run is not None:
