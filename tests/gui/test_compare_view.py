@@ -75,5 +75,6 @@ def test_comparison_can_be_stopped(qtbot, make_window) -> None:
         dlg.run()
         qtbot.waitUntil(lambda: len(dlg.off_pane.text.toPlainText()) > 10, timeout=RUN_MS)
         dlg.stop_button.click()
+    qtbot.waitUntil(lambda: dlg.compare_result is not None, timeout=10_000)
     assert dlg.compare_result.cancelled and "Stopped" in dlg.summary.text()
     assert dlg.run_button.isEnabled() and not w.controller.busy
