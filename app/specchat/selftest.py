@@ -29,7 +29,7 @@ def run_self_test(
         from .core.runtime import RuntimeConfig
 
         if target is None or draft is None:
-            from .cli.common import default_pair_paths
+            from .core.local_models import default_pair_paths
 
             target, draft = default_pair_paths()
         result["llama_cpp_python"] = llama_cpp.__version__

@@ -5,16 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..core.catalog import load_catalog
+from ..core.local_models import default_pair_paths
 from ..core.runtime import RuntimeConfig
-from ..core.store import ModelStore
 
-
-def default_pair_paths() -> tuple[Path, Path]:
-    catalog = load_catalog()
-    target, draft = catalog.pair_models(catalog.default_pair())
-    store = ModelStore()
-    return store.path_for(target.file), store.path_for(draft.file)
+__all__ = ["add_engine_options", "default_pair_paths", "engine_from_args"]
 
 
 def add_engine_options(p: argparse.ArgumentParser) -> None:
