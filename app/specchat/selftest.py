@@ -25,28 +25,26 @@ def run_self_test(
     try:
         import llama_cpp
 
+        from .core.decoding.runtime import RuntimeConfig
         from .core.engine import Engine
-        from .core.runtime import RuntimeConfig
+        from .core.reply import Reply
 
         if target is None or draft is None:
-            from .core.local_models import default_pair_paths
+            from .core.models.local_models import default_pair_paths
 
             target, draft = default_pair_paths()
         result["llama_cpp_python"] = llama_cpp.__version__
         cfg = RuntimeConfig(n_ctx=1024)
         with Engine(target, draft, target_config=cfg, draft_config=cfg) as engine:
-            params = GenerationParams(max_tokens=16, record_top2=True)
+            params = GenerationParams(max_tokens=16)
             for mode in (Mode.OFF, Mode.DRAFT, Mode.LOOKUP):
-                text, last = [], None
-                for ev in engine.generate(PROMPT, params, mode):
-                    text.append(ev.text)
-                    last = ev
-                assert last is not None and last.stats.tokens > 0, f"{mode.value}: no tokens"
+                st = Reply.collect(engine.generate(PROMPT, params, mode)).final_stats
+                assert st.tokens > 0, f"{mode.value}: no tokens"
                 result[mode.value] = {
-                    "tokens": last.stats.tokens,
-                    "tokens_per_s": round(last.stats.tokens_per_s, 1),
-                    "drafted": last.stats.drafted,
-                    "accepted": last.stats.accepted,
+                    "tokens": st.tokens,
+                    "tokens_per_s": round(st.tokens_per_s, 1),
+                    "drafted": st.drafted,
+                    "accepted": st.accepted,
                 }
             assert result[Mode.DRAFT.value]["drafted"] > 0, "the draft model drafted nothing"  # type: ignore[index]
         failed = [key for key in result if key.endswith("_error")]

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specchat.core.auto import DRAFT, LOOKUP, CostModel, expected_tokens, lookup_bucket
+from specchat.core.decoding.cost_model import (
+    DRAFT,
+    LOOKUP,
+    CostModel,
+    expected_tokens,
+    lookup_bucket,
+)
 
 
 def measured(t1: float, batch: dict[int, float], draft_token: float | None = None) -> CostModel:

@@ -7,7 +7,23 @@ import math
 
 import pytest
 
-from specchat.core.bench import (
+from specchat.core.bench.peers import (
+    generated_text,
+    parse_perf_output,
+    parse_speculative_output,
+)
+from specchat.core.bench.report import (
+    build_report,
+    first_divergence,
+    geomean,
+    median,
+    models_info,
+    overall,
+    records,
+    to_json,
+    to_markdown,
+)
+from specchat.core.bench.runner import (
     KINDS,
     REFERENCE,
     BenchRun,
@@ -20,22 +36,6 @@ from specchat.core.bench import (
     parse_suite,
     run_bench,
     schedule,
-)
-from specchat.core.bench_peers import (
-    generated_text,
-    parse_perf_output,
-    parse_speculative_output,
-)
-from specchat.core.bench_report import (
-    build_report,
-    first_divergence,
-    geomean,
-    median,
-    models_info,
-    overall,
-    records,
-    to_json,
-    to_markdown,
 )
 
 GOOD = '''

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from specchat.core.compare import (
+from specchat.core.bench.compare import (
     CompareResult,
     PassResult,
     find_divergence,

@@ -18,8 +18,8 @@ import os
 import numpy as np
 import pytest
 
+from specchat.core.decoding.sampling import Warp
 from specchat.core.engine import Engine
-from specchat.core.sampling import Warp
 from specchat.core.types import GenerationParams
 
 N = int(os.environ.get("SPECCHAT_DIST_SAMPLES", "2000"))

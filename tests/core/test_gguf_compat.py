@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from specchat.core import gguf as gguf_mod
-from specchat.core.compat import (
+from specchat.core.models.compat import (
     CompatResult,
     IncompatibleDraftError,
     check_draft_compat,
     require_compatible,
 )
-from specchat.core.gguf import (
+from specchat.core.models.gguf import (
     GGUFError,
     GGUFInfo,
     NeedMoreData,

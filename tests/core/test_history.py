@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from specchat.core.history import DEFAULT_TITLE, History, default_db_path, title_from_text
+from specchat.core.state.history import DEFAULT_TITLE, History, default_db_path, title_from_text
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from specchat.core.settings import Settings, load_settings, save_settings, settings_path
+from specchat.core.state.settings import Settings, load_settings, save_settings, settings_path
 
 
 def test_defaults_are_valid_and_map_to_engine_configs() -> None:

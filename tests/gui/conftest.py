@@ -45,7 +45,7 @@ def no_dangling_threads(qapp: Any) -> Iterator[None]:
 @pytest.fixture
 def make_window(qtbot: Any, engine: Any) -> Iterator[Callable[..., Any]]:
     """Build a main window on the shared engine; closed (thread joined) at teardown."""
-    from specchat.core.settings import Settings
+    from specchat.core.state.settings import Settings
     from specchat.gui.main_window import MainWindow
     from specchat.gui.workers import EngineController
 

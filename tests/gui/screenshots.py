@@ -63,7 +63,7 @@ def dark_palette():
 def shoot(out: Path, dark: bool, max_tokens: int) -> list[Path]:
     from PySide6.QtWidgets import QApplication
 
-    from specchat.core.settings import Settings
+    from specchat.core.state.settings import Settings
     from specchat.gui.app import create_application
     from specchat.gui.main_window import MainWindow
 

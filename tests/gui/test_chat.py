@@ -7,7 +7,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 
-from specchat.core.history import History
+from specchat.core.state.history import History
 from specchat.core.types import Mode
 
 MAX_STREAM_MS = 180_000

@@ -11,7 +11,7 @@ import gguf
 import numpy as np
 from PySide6.QtCore import QTimer, Signal
 
-from specchat.core.settings import Settings
+from specchat.core.state.settings import Settings
 from specchat.core.types import Mode
 from specchat.gui.main_window import MANAGER_MISSING, MainWindow
 from specchat.gui.mode_selector import NO_DRAFT_TIP

@@ -8,11 +8,11 @@ import pytest
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QTextCursor, QTextDocument
 
-from specchat.core.compat import CompatResult, IncompatibleDraftError
-from specchat.core.gguf import GGUFError
-from specchat.core.history import History
-from specchat.core.runtime import ModelLoadError
-from specchat.core.settings import Settings
+from specchat.core.decoding.runtime import ModelLoadError
+from specchat.core.models.compat import CompatResult, IncompatibleDraftError
+from specchat.core.models.gguf import GGUFError
+from specchat.core.state.history import History
+from specchat.core.state.settings import Settings
 from specchat.core.types import GenerationStats, Mode
 from specchat.gui import qt_compat
 from specchat.gui.chat_view import ChatView

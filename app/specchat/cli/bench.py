@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..core.bench import (
+from ..core.bench.report import build_report, models_info, to_json, to_markdown
+from ..core.bench.runner import (
     REFERENCE,
     BenchSettings,
     RunResult,
@@ -15,7 +16,6 @@ from ..core.bench import (
     parse_modes,
     run_bench,
 )
-from ..core.bench_report import build_report, models_info, to_json, to_markdown
 from ..core.types import GenerationParams, Mode
 from .common import add_engine_options, engine_from_args
 
@@ -134,11 +134,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         variants: list[Variant] = []
         try:
             if "llama-cpp-python" in peers:
-                from ..core.bench_peers import stock_peers
+                from ..core.bench.peers import stock_peers
 
                 variants += stock_peers(engine, k=peer_k, p_min=args.p_min)
             if "llama.cpp" in peers:
-                from ..core.bench_peers import native_peers
+                from ..core.bench.peers import native_peers
 
                 variants += native_peers(engine, args.llama_cpp_bin, k=peer_k)
 

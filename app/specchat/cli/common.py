@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..core.local_models import default_pair_paths
-from ..core.runtime import RuntimeConfig
+from ..core.decoding.runtime import RuntimeConfig
+from ..core.models.local_models import default_pair_paths
 
 __all__ = ["add_engine_options", "default_pair_paths", "engine_from_args"]
 

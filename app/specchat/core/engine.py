@@ -12,21 +12,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .auto import CostModel
-from .compat import require_compatible
-from .decoder import Decoder
-from .drafters import ModelDrafter, PromptLookupDrafter
-from .gguf import read_gguf_info
-from .runtime import ModelRuntime, RuntimeConfig, gpu_offload_supported
+from .decoding.chat_template import ChatTemplate, Message
+from .decoding.cost_model import CostModel
+from .decoding.decoder import Decoder
+from .decoding.draft_model import ModelDrafter
+from .decoding.prompt_lookup import PromptLookupDrafter
+from .decoding.runtime import ModelRuntime, RuntimeConfig, gpu_offload_supported
+from .models.compat import require_compatible
+from .models.gguf import read_gguf_info
 from .types import GenerationParams, Mode, TokenEvent
 
-Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
-Cancel = threading.Event | Callable[[], bool] | None
+__all__ = [
+    "Cancel",
+    "DraftUnavailableError",
+    "Engine",
+    "EngineBusyError",
+    "LoadedModelInfo",
+    "Message",
+]
 
-_FALLBACK_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
+Cancel = threading.Event | Callable[[], bool] | None
 
 
 class EngineBusyError(RuntimeError):
@@ -48,32 +53,7 @@ class LoadedModelInfo:
     n_threads: int
 
 
-class ChatTemplate:
-    """Renders messages with the GGUF's own chat template (Jinja, sandboxed)."""
-
-    def __init__(self, rt: ModelRuntime) -> None:
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        template = rt.info.chat_template or _FALLBACK_TEMPLATE
-        self._bos_text = rt.special_text(rt.bos_id) if rt.bos_id >= 0 else ""
-        self._fmt = Jinja2ChatFormatter(
-            template=template,
-            eos_token=rt.special_text(rt.eos_id) if rt.eos_id >= 0 else "",
-            bos_token=self._bos_text,
-        )
-        self._rt = rt
-
-    def render(self, messages: Sequence[Message]) -> str:
-        msgs: Any = [dict(m) for m in messages]
-        return self._fmt(messages=msgs).prompt
-
-    def tokens(self, messages: Sequence[Message]) -> list[int]:
-        text = self.render(messages)
-        add_bos = self._rt.add_bos and not (self._bos_text and text.startswith(self._bos_text))
-        return self._rt.tokenize(text, add_special=add_bos, parse_special=True)
-
-
-def _cancel_check(cancel: Cancel) -> Callable[[], bool]:
+def cancel_check(cancel: Cancel) -> Callable[[], bool]:
     if cancel is None:
         return lambda: False
     if isinstance(cancel, threading.Event):
@@ -184,7 +164,7 @@ class Engine:
         mode: Mode | str = Mode.OFF,
         cancel: Cancel = None,
     ) -> Iterator[TokenEvent]:
-        """Stream the assistant's reply to `messages` as TokenEvents."""
+        """Stream the assistant's reply to `messages`: one TokenEvent per decoding step."""
         return self.generate_tokens(self.prompt_tokens(messages), params, mode, cancel)
 
     def generate_tokens(
@@ -200,29 +180,36 @@ class Engine:
             raise ValueError("the prompt is empty")
         if mode is Mode.DRAFT and self._model_drafter is None:
             raise DraftUnavailableError("no draft model is loaded: load one or pick another mode")
-        if self._model_drafter is not None:
-            self._model_drafter.reset(params.k_init, params.k_max)
-        self._lookup.reset(
-            min_match=params.lookup_min_match,
-            max_ngram=params.lookup_max_ngram,
-            k_max=params.k_max,
-        )
-        dec = Decoder(
-            self.target,
-            prompt,
-            params,
-            mode,
-            model=self._model_drafter,
-            lookup=self._lookup,
-            cost=self.cost,
-            cancel=_cancel_check(cancel),
-        )
-        return self._locked(dec)
+        return self._locked(list(prompt), params, mode, cancel_check(cancel))
 
-    def _locked(self, dec: Decoder) -> Iterator[TokenEvent]:
+    def _locked(
+        self,
+        prompt: list[int],
+        params: GenerationParams,
+        mode: Mode,
+        cancel: Callable[[], bool],
+    ) -> Iterator[TokenEvent]:
         if not self._lock.acquire(blocking=False):
             raise EngineBusyError("a reply is already being generated")
         try:
+            # The shared drafters are touched only once this call owns the engine.
+            if self._model_drafter is not None:
+                self._model_drafter.reset(params.k_init, params.k_max)
+            self._lookup.reset(
+                min_match=params.lookup_min_match,
+                max_ngram=params.lookup_max_ngram,
+                k_max=params.k_max,
+            )
+            dec = Decoder(
+                self.target,
+                prompt,
+                params,
+                mode,
+                model=self._model_drafter,
+                lookup=self._lookup,
+                cost=self.cost,
+                cancel=cancel,
+            )
             yield from dec.run()
         finally:
             self._lock.release()

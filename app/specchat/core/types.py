@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
+from typing import Any
 
 
 class Mode(str, Enum):
@@ -51,7 +53,6 @@ class GenerationParams:
     # speculation
     k_max: int = 8  # most tokens drafted per verification step
     k_init: int = 4  # first draft length (adapted to acceptance afterwards)
-    adaptive_k: bool = True
     p_min: float = 0.5  # model draft stops when its top probability falls below this
     lookup_min_match: int = 3  # prompt lookup drafts only after a match this long (tokens)
     lookup_max_ngram: int = 8
@@ -93,17 +94,80 @@ class GenerationParams:
     def with_(self, **changes: object) -> GenerationParams:
         return replace(self, **changes)  # type: ignore[arg-type]
 
+    def to_dict(self) -> dict[str, Any]:
+        """The settings a reply was made with (saved beside it, written into reports)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "record_top2"}
+        out["stop"] = list(self.stop)
+        return out
+
+
+_PARAM_NAMES = tuple(f.name for f in fields(GenerationParams))
+
+
+def params_from(source: object, **overrides: Any) -> GenerationParams:
+    """The one place generation parameters are built from user-facing settings: any object
+    (the window's `Settings`, the CLI's parsed flags) or mapping whose attributes or keys carry
+    `GenerationParams` field names. Missing names keep their defaults; `k_init` follows `k_max`
+    (at most 4) unless given. The result is validated."""
+    get = source.get if isinstance(source, Mapping) else lambda n: getattr(source, n, None)
+    values: dict[str, Any] = {}
+    for name in _PARAM_NAMES:
+        v = get(name)
+        if v is not None or name == "seed" and _has(source, name):
+            values[name] = v
+    if isinstance(values.get("stop"), (list, str)):
+        stop = values["stop"]
+        values["stop"] = (stop,) if isinstance(stop, str) else tuple(stop)
+    values.update(overrides)
+    if "k_init" not in values and "k_max" in values:
+        values["k_init"] = max(1, min(4, int(values["k_max"])))
+    return GenerationParams(**values).validate()
+
+
+def _has(source: object, name: str) -> bool:
+    return name in source if isinstance(source, Mapping) else hasattr(source, name)
+
+
+def acceptance_rate(drafted: int | None, accepted: int | None) -> float | None:
+    """accepted / drafted; None when nothing was drafted (or a runner does not report it)."""
+    if not drafted or accepted is None:
+        return None
+    return accepted / drafted
+
+
+def mean_accepted_length(verify_tokens: int | None, verify_steps: int | None) -> float | None:
+    """Tokens gained per verification pass (accepted drafts plus the target's own token; a pass
+    the end of the reply cut short counts only what it produced)."""
+    if not verify_steps or verify_tokens is None:
+        return None
+    return verify_tokens / verify_steps
+
+
+_STATS_FIELDS = (
+    "prompt_tokens",
+    "tokens",
+    "drafted",
+    "accepted",
+    "verify_steps",
+    "verify_tokens",
+    "target_steps",
+    "k_current",
+)
+_STATS_TIMES = ("ttft_s", "elapsed_s", "decode_s", "prefill_s", "llama_s", "logits_s")
+
 
 @dataclass
 class GenerationStats:
-    """Running figures for one reply; a copy travels with every TokenEvent."""
+    """Running figures for one reply; a copy travels with every TokenEvent. The one shape of
+    generation figures: the CLI, the benchmark, the history and the gauge all read this."""
 
     mode: str = Mode.OFF.value
     prompt_tokens: int = 0
     tokens: int = 0  # tokens emitted so far
-    drafted: int = 0  # draft tokens proposed to the target
+    drafted: int = 0  # draft tokens proposed to the target (and not cut off by the end)
     accepted: int = 0  # of those, accepted by the target
     verify_steps: int = 0  # target passes that verified at least one draft token
+    verify_tokens: int = 0  # tokens those passes produced (accepted drafts + the target's own)
     target_steps: int = 0  # all target decode passes after the prompt
     draft_pos_proposed: list[int] = field(default_factory=list)  # per draft position
     draft_pos_accepted: list[int] = field(default_factory=list)
@@ -111,18 +175,20 @@ class GenerationStats:
     elapsed_s: float = 0.0  # request start -> now
     decode_s: float = 0.0  # first token -> now
     prefill_s: float = 0.0
+    llama_s: float = 0.0  # time inside llama_decode (target and draft model, prompt included)
+    logits_s: float = 0.0  # time reading logits rows out of llama.cpp (part of the host time)
     k_current: int = 0
     note: str = ""  # why speculation did or did not run
 
     @property
     def acceptance_rate(self) -> float | None:
         """accepted / drafted, or None when nothing was drafted (speculation off or idle)."""
-        return self.accepted / self.drafted if self.drafted else None
+        return acceptance_rate(self.drafted, self.accepted)
 
     @property
     def mean_accepted_length(self) -> float | None:
-        """Tokens gained per verification pass: 1 + accepted / verification steps."""
-        return 1.0 + self.accepted / self.verify_steps if self.verify_steps else None
+        """Tokens gained per verification pass."""
+        return mean_accepted_length(self.verify_tokens, self.verify_steps)
 
     @property
     def per_position_acceptance(self) -> list[float]:
@@ -140,33 +206,90 @@ class GenerationStats:
             return 1.0 / self.elapsed_s
         return 0.0
 
-    def copy(self) -> GenerationStats:
-        return replace(
-            self,
-            draft_pos_proposed=list(self.draft_pos_proposed),
-            draft_pos_accepted=list(self.draft_pos_accepted),
-        )
+    @property
+    def host_ms_per_token(self) -> float | None:
+        """Host overhead: wall time outside llama_decode, per generated token (ms)."""
+        if not self.tokens:
+            return None
+        return max(0.0, self.elapsed_s - self.llama_s) * 1000.0 / self.tokens
 
-    def as_dict(self) -> dict[str, object]:
-        return {
-            "mode": self.mode,
-            "prompt_tokens": self.prompt_tokens,
-            "tokens": self.tokens,
-            "tokens_per_s": round(self.tokens_per_s, 3),
-            "ttft_s": round(self.ttft_s, 4),
-            "total_s": round(self.elapsed_s, 4),
-            "drafted": self.drafted,
-            "accepted": self.accepted,
-            "acceptance_rate": None
-            if self.acceptance_rate is None
-            else round(self.acceptance_rate, 4),
-            "mean_accepted_length": None
-            if self.mean_accepted_length is None
-            else round(self.mean_accepted_length, 4),
-            "verify_steps": self.verify_steps,
-            "per_position_acceptance": [round(x, 4) for x in self.per_position_acceptance],
-            "note": self.note,
-        }
+    @property
+    def logits_ms_per_token(self) -> float | None:
+        return self.logits_s * 1000.0 / self.tokens if self.tokens else None
+
+    def copy(self) -> GenerationStats:
+        out = object.__new__(GenerationStats)  # once per step: cheaper than replace()
+        out.__dict__.update(self.__dict__)
+        out.draft_pos_proposed = list(self.draft_pos_proposed)
+        out.draft_pos_accepted = list(self.draft_pos_accepted)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Raw counts and times (read back by `from_dict`) plus the derived figures."""
+        out: dict[str, Any] = {"mode": self.mode}
+        for name in _STATS_FIELDS:
+            out[name] = getattr(self, name)
+        for name in _STATS_TIMES:
+            out[name] = round(getattr(self, name), 6)
+        out["draft_pos_proposed"] = list(self.draft_pos_proposed)
+        out["draft_pos_accepted"] = list(self.draft_pos_accepted)
+        out["note"] = self.note
+        out["total_s"] = round(self.elapsed_s, 4)
+        out["tokens_per_s"] = round(self.tokens_per_s, 3)
+        out["acceptance_rate"] = _round(self.acceptance_rate, 4)
+        out["mean_accepted_length"] = _round(self.mean_accepted_length, 4)
+        out["per_position_acceptance"] = [round(x, 4) for x in self.per_position_acceptance]
+        out["host_ms_per_token"] = _round(self.host_ms_per_token, 4)
+        out["logits_ms_per_token"] = _round(self.logits_ms_per_token, 4)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> GenerationStats:
+        """Read back `to_dict()`; unknown or ill-typed values keep their defaults. Records saved
+        before the raw times were kept (only `total_s` and `tokens_per_s`) give back exactly
+        those figures; their per-position counts were not saved and stay empty."""
+        st = cls(mode=str(data.get("mode") or Mode.OFF.value))
+        for name in _STATS_FIELDS:
+            v = data.get(name)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                setattr(st, name, v)
+        for name in _STATS_TIMES:
+            v = data.get(name)
+            if isinstance(v, (int, float)) and _is_number(v) and v >= 0:
+                setattr(st, name, float(v))
+        total = data.get("total_s")
+        if "elapsed_s" not in data and isinstance(total, (int, float)) and _is_number(total):
+            st.elapsed_s = float(total)
+        tps = data.get("tokens_per_s")
+        has_tps = isinstance(tps, (int, float)) and _is_number(tps) and tps > 0
+        if "decode_s" not in data and has_tps and st.tokens > 1:
+            st.decode_s = (st.tokens - 1) / float(tps)  # type: ignore[arg-type]
+        if "verify_tokens" not in data and st.verify_steps:
+            st.verify_tokens = st.accepted + st.verify_steps  # how older records counted
+        proposed, accepted = data.get("draft_pos_proposed"), data.get("draft_pos_accepted")
+        if (
+            isinstance(proposed, list)
+            and isinstance(accepted, list)
+            and _int_list(proposed)
+            and _int_list(accepted)
+            and len(proposed) == len(accepted)
+        ):
+            st.draft_pos_proposed, st.draft_pos_accepted = list(proposed), list(accepted)
+        note = data.get("note")
+        st.note = note if isinstance(note, str) else ""
+        return st
+
+
+def _round(x: float | None, nd: int) -> float | None:
+    return None if x is None else round(x, nd)
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int_list(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v)
 
 
 @dataclass(frozen=True)
@@ -185,11 +308,22 @@ class Top2:
 
 @dataclass(frozen=True)
 class TokenEvent:
-    """One emitted token (or, with finish_reason set, the end of the reply)."""
+    """What one decoding step emitted: the accepted draft tokens and then the target's own token,
+    in order (or, with finish_reason set, the end of the reply, usually with no tokens).
 
-    text: str  # text piece (may be "" while a UTF-8 character is incomplete)
+    `segments` is the text released by this step split by origin, as (text, from_draft) pairs;
+    `text` is their concatenation. Text can lag its tokens: an incomplete UTF-8 character or a
+    possible stop-string prefix is held back until the next step decides it.
+    """
+
+    text: str
     token_ids: tuple[int, ...]
-    from_draft: bool  # proposed by the drafter and accepted by the target
+    draft_flags: tuple[bool, ...]  # per token: proposed by the drafter and accepted
     stats: GenerationStats
+    segments: tuple[tuple[str, bool], ...] = ()
     finish_reason: FinishReason | None = None
-    top2: Top2 | None = None
+    top2: tuple[Top2, ...] = ()  # per token, when GenerationParams.record_top2
+
+    @property
+    def drafted_tokens(self) -> int:
+        return sum(self.draft_flags)

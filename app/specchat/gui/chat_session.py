@@ -14,8 +14,8 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from ..core.history import History
-from ..core.settings import Settings
+from ..core.state.history import History
+from ..core.state.settings import Settings
 from ..core.types import FinishReason, GenerationStats, Mode, TokenEvent
 from .chat_view import ChatView, MessageWidget
 from .render import Span, add_span
@@ -189,13 +189,13 @@ class ChatSession(QObject):
         s = self._stream
         if s is None or rid != s.rid:
             return
-        if ev.text:
+        for text, from_draft in ev.segments:
             start = len(s.text)
-            s.text += ev.text
-            if ev.from_draft:
+            s.text += text
+            if from_draft:
                 add_span(s.spans, start, len(s.text))
             if s.widget is not None:
-                s.widget.append(ev.text, ev.from_draft)
+                s.widget.append(text, from_draft)
         s.last = ev
         self.live_stats = ev.stats
 
@@ -214,7 +214,7 @@ class ChatSession(QObject):
 
     def _stats_record(self, s: _Stream, final: TokenEvent | None) -> dict[str, Any]:
         stats = final.stats if final is not None else (self.live_stats or GenerationStats())
-        record: dict[str, Any] = stats.as_dict()
+        record: dict[str, Any] = stats.to_dict()
         reason = final.finish_reason if final is not None else None
         record["finish_reason"] = (reason or FinishReason.CANCELLED).value
         models = self._models()

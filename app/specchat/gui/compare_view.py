@@ -29,9 +29,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.compare import CompareResult, PassResult
+from ..core.bench.compare import CompareResult, PassResult
 from ..core.engine import Message
-from ..core.settings import Settings
+from ..core.state.settings import Settings
 from ..core.types import GenerationStats, Mode, TokenEvent
 from .render import theme_for
 from .stats_text import mode_label
@@ -93,13 +93,13 @@ class _Pane(QWidget):
         self.live.setText("waiting")
 
     def append(self, ev: TokenEvent, highlight_draft: bool) -> None:
-        if ev.text:
+        for text, from_draft in ev.segments:
             cursor = self.text.textCursor()
             cursor.movePosition(QTextCursor.MoveOperation.End)
             fmt = QTextCharFormat()
-            if highlight_draft and ev.from_draft:
+            if highlight_draft and from_draft:
                 fmt.setBackground(theme_for(self.palette()).draft_bg)
-            cursor.insertText(ev.text, fmt)
+            cursor.insertText(text, fmt)
         self.stats = ev.stats
 
     def show_live(self) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.compat import IncompatibleDraftError
+from ..core.decoding.runtime import ModelLoadError
 from ..core.engine import DraftUnavailableError, EngineBusyError
-from ..core.gguf import GGUFError
-from ..core.runtime import ModelLoadError
+from ..core.models.compat import IncompatibleDraftError
+from ..core.models.gguf import GGUFError
 
 FETCH_HINT = "specchat-cli models fetch-default"
 

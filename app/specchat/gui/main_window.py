@@ -23,14 +23,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.history import History
-from ..core.local_models import (
+from ..core.models.local_models import (
     FETCH_DEFAULT_COMMAND,
     default_pair_installed,
     default_pair_paths,
     installed_models,
 )
-from ..core.settings import Settings, load_settings, save_settings
+from ..core.state.history import History
+from ..core.state.settings import Settings, load_settings, save_settings
 from ..core.types import GenerationStats, Mode
 from .chat_session import ChatSession
 from .chat_view import ChatView

@@ -35,9 +35,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.downloader import DownloadCancelled, Downloader, DownloadProgress
-from ..core.hub import RemoteModel, parse_quant
-from ..core.store import InstalledModel, ModelStore, PartialDownload
+from ..core.models.download import DownloadCancelled, Downloader, DownloadProgress
+from ..core.models.hub import RemoteModel, parse_quant
+from ..core.models.store import InstalledModel, ModelStore, PartialDownload
 
 INSTALLED = "installed"
 DOWNLOADING = "downloading"

@@ -41,11 +41,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.catalog import Catalog, CatalogModel, load_catalog
-from ..core.downloader import Downloader
-from ..core.hub import HubClient, RemoteModel, RepoSummary
-from ..core.memory_plan import Fit, MachineMemory, file_fit, machine_memory
-from ..core.pairing import (
+from ..core.models.catalog import Catalog, CatalogModel, load_catalog
+from ..core.models.download import Downloader
+from ..core.models.hub import HubClient, RemoteModel, RepoSummary
+from ..core.models.memory_plan import Fit, MachineMemory, file_fit, machine_memory
+from ..core.models.pairing import (
     DraftSuggestion,
     HubRef,
     LocalRef,
@@ -58,7 +58,7 @@ from ..core.pairing import (
     repo_hint,
     suggest_drafts,
 )
-from ..core.store import InstalledModel, ModelStore, PartialDownload
+from ..core.models.store import InstalledModel, ModelStore, PartialDownload
 from .model_list import (
     DOWNLOADING,
     FAILED,

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.settings import Settings
+from ..core.state.settings import Settings
 
 
 def _int(lo: int, hi: int, tip: str = "") -> QSpinBox:

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.compare import run_comparison
+from ..core.bench.compare import run_comparison
+from ..core.decoding.runtime import RuntimeConfig
 from ..core.engine import Engine, LoadedModelInfo, Message
-from ..core.runtime import RuntimeConfig
 from ..core.types import GenerationParams, Mode
 from .errors import readable_error
 

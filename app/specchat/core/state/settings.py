@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..decoding.runtime import RuntimeConfig
+from ..types import GenerationParams, Mode, params_from
 from .paths import data_dir
-from .runtime import RuntimeConfig
-from .types import GenerationParams, Mode
 
 SETTINGS_FILE = "settings.json"
 
@@ -27,7 +27,9 @@ class Settings:
     top_p: float = 1.0
     min_p: float = 0.0
     max_tokens: int = 512
+    repeat_penalty: float = 1.0
     seed: int | None = None
+    stop: tuple[str, ...] = ()  # stop strings
     # speculation
     mode: str = Mode.DRAFT.value
     k_max: int = 8
@@ -45,18 +47,7 @@ class Settings:
 
     # -- derived configurations -------------------------------------------------------------
     def generation_params(self, **overrides: Any) -> GenerationParams:
-        params = GenerationParams(
-            max_tokens=self.max_tokens,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            min_p=self.min_p,
-            seed=self.seed,
-            k_max=self.k_max,
-            k_init=min(4, self.k_max),
-            p_min=self.p_min,
-        )
-        return params.with_(**overrides) if overrides else params
+        return params_from(self, **overrides)
 
     def target_config(self) -> RuntimeConfig:
         return RuntimeConfig(
@@ -124,6 +115,9 @@ class Settings:
             if f.name == "seed":
                 if value is None or (isinstance(value, int) and not isinstance(value, bool)):
                     good[f.name] = value
+            elif f.name == "stop":
+                if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
+                    good[f.name] = tuple(value)
             elif isinstance(default, bool):
                 if isinstance(value, bool):
                     good[f.name] = value

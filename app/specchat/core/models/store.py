@@ -31,7 +31,7 @@ import platformdirs
 from .gguf import GGUFError, GGUFInfo, read_gguf_info
 
 if TYPE_CHECKING:
-    from specchat.core.catalog import CatalogModel
+    from specchat.core.models.catalog import CatalogModel
 
 ENV_MODELS_DIR = "SPECCHAT_MODELS_DIR"
 CHUNK_SIZE = 1024 * 1024  # 1 MiB

@@ -3,13 +3,19 @@
 It measures what things cost on this machine, now:
 - the target's decode time for a batch of n tokens, t(n) = t1 * (1 + beta * (n - 1));
 - the draft model's time per drafted token (prompt lookup costs nothing);
+- the host's own work per step (choosing tokens, building the event): everything a step costs
+  beyond llama_decode;
+- whole steps, wall clock, per kind: a decayed ratio of what each kind of step really took to
+  what the parts above predict, so whatever the parts miss is charged to that kind;
 - each drafter's per-token acceptance probability alpha (for lookup, by match length),
 and picks the drafter and draft length k that maximise expected tokens per second:
 
-    rate(k) = E(k) / (draft_cost(k) + t(k + 1)),   E(k) = (1 - alpha^(k+1)) / (1 - alpha)
+    rate(k) = E(k) / step(k),   E(k) = (1 - alpha^(k+1)) / (1 - alpha),
+    step(k) = rho * (draft_cost(k) + t(k + 1) + host * (k + 1 [+ k for a draft model]))
 
-against plain decoding at 1 / t(1). If nothing beats plain decoding by a small margin, it does not
-speculate. Estimates are decayed averages, so the choice follows acceptance as it drifts.
+against plain decoding at 1 / (t(1) + host). If nothing beats plain decoding by a small margin,
+it does not speculate. Estimates are decayed averages, so the choice follows acceptance as it
+drifts; when only the host's work stands between a drafter and a gain, the reason says so.
 """
 
 from __future__ import annotations
@@ -80,6 +86,8 @@ class CostModel:
         self._draft_ratio = draft_cost_ratio  # prior: draft cost / target cost (by file size)
         self.alpha: dict[tuple[str, str], _Beta] = {}
         self.margin = 1.03  # speculate only when the expected gain beats plain by 3 %
+        self.host: float | None = None  # host seconds per step outside llama_decode (plain)
+        self.step_ratio: dict[str, float] = {}  # per drafter: measured step / predicted step
 
     # -- observations -----------------------------------------------------------------------
     def observe_target(self, n_tokens: int, seconds: float) -> None:
@@ -101,6 +109,25 @@ class CostModel:
         self.draft_trials += 1
         per = seconds / n_tokens
         self.draft_token = per if self.draft_token is None else 0.8 * self.draft_token + 0.2 * per
+
+    def observe_step(self, drafter: str | None, k: int, wall_s: float, llama_s: float) -> None:
+        """A whole step: `wall_s` from the start of drafting to the event handed out, of which
+        `llama_s` inside llama_decode. A plain step (drafter None) measures the host's work;
+        a speculative one updates that drafter's measured/predicted ratio."""
+        if wall_s <= 0.0:
+            return
+        if not drafter:
+            host = max(0.0, wall_s - llama_s)
+            self.host = host if self.host is None else 0.8 * self.host + 0.2 * host
+            return
+        if self.t1 is None or k < 1:
+            return
+        predicted = self._step_parts(drafter, k, 0)
+        if predicted <= 0.0:
+            return
+        r = min(4.0, max(0.25, wall_s / predicted))
+        old = self.step_ratio.get(drafter)
+        self.step_ratio[drafter] = r if old is None else 0.8 * old + 0.2 * r
 
     def observe_accept(self, drafter: str, bucket: str, drafted: int, accepted: int) -> None:
         if drafted > 0:
@@ -135,16 +162,49 @@ class CostModel:
             per = self._draft_ratio * (self.t1 if self.t1 is not None else 1.0)
         return per * (k + 0.1 * lag)
 
+    def host_cost(self) -> float:
+        return self.host if self.host is not None else 0.0
+
+    def _step_parts(self, drafter: str, k: int, lag: int, with_host: bool = True) -> float:
+        """Predicted seconds of a step drafting k tokens, from its parts."""
+        rows = k + 1 + (k if drafter == DRAFT else 0)  # tokens the host chooses in the step
+        host = self.host_cost() * rows if with_host else 0.0
+        return self.draft_cost(drafter, k, lag) + self.target_cost(k + 1) + host
+
+    def step_cost(self, drafter: str, k: int, lag: int = 0) -> float:
+        """Predicted seconds of a whole step, corrected by what such steps really took."""
+        return self._step_parts(drafter, k, lag) * self.step_ratio.get(drafter, 1.0)
+
+    def plain_cost(self) -> float:
+        return self.target_cost(1) + self.host_cost()
+
     # -- decisions --------------------------------------------------------------------------
-    def best_k(self, drafter: str, bucket: str, max_k: int, lag: int = 0) -> tuple[int, float]:
+    def best_k(
+        self, drafter: str, bucket: str, max_k: int, lag: int = 0, *, with_host: bool = True
+    ) -> tuple[int, float]:
         """(k, expected rate relative to plain) of the best draft length up to max_k; k = 0
-        when no length beats plain decoding (the best rate found is still returned)."""
+        when no length beats plain decoding (the best rate found is still returned).
+        `with_host=False` prices the models alone (to tell when host work is what loses).
+        Runs every Auto step, so the loop is plain arithmetic."""
         alpha = self.acceptance(drafter, bucket)
-        t_plain = self.target_cost(1)
+        t1 = self.t1 if self.t1 is not None else 1.0
+        beta = self.beta
+        host = self.host_cost() if with_host else 0.0
+        ratio = self.step_ratio.get(drafter, 1.0) if with_host else 1.0
+        t_plain = t1 + host
+        is_draft = drafter == DRAFT
+        per = 0.0
+        if is_draft:
+            per = self.draft_token if self.draft_token is not None else self._draft_ratio * t1
         best_k, best = 0, 0.0
+        power = alpha  # alpha ** k
         for k in range(1, max_k + 1):
-            cost = self.draft_cost(drafter, k, lag) + self.target_cost(k + 1)
-            gain = expected_tokens(alpha, k) * t_plain / cost
+            power *= alpha
+            gained = float(k + 1) if alpha >= 1.0 else (1.0 - power) / (1.0 - alpha)
+            rows = 2 * k + 1 if is_draft else k + 1
+            draft = per * (k + 0.1 * lag) if is_draft else 0.0
+            cost = (draft + t1 * (1.0 + beta * k) + host * rows) * ratio
+            gain = gained * t_plain / cost
             if gain > best:
                 best_k, best = k, gain
         return (best_k, best) if best > 1.0 else (0, best)
@@ -183,6 +243,16 @@ class CostModel:
                 top = max(options, key=lambda p: p.speedup)
                 name = "lookup" if top.drafter == LOOKUP else "draft model"
                 why = f"{name} would run at {top.speedup:.2f}x"
+                assert top.drafter is not None
+                bucket = lookup_bucket(lookup_match) if top.drafter == LOOKUP else ""
+                lag = draft_lag if top.drafter == DRAFT else 0
+                avail = min(max_k, lookup_avail) if top.drafter == LOOKUP else max_k
+                _, bare = self.best_k(top.drafter, bucket, avail, lag, with_host=False)
+                if bare >= self.margin and self.host is not None:
+                    why += (
+                        f": host work ({self.host * 1000:.2f} ms per token chosen) outweighs "
+                        f"the {bare:.2f}x the models' own costs allow"
+                    )
             return Plan(None, 0, 1.0, f"auto: plain decoding ({why})")
         return Plan(
             best.drafter, best.k, best.speedup, f"auto: {best.reason}, est. {best.speedup:.2f}x"

@@ -13,8 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import Engine, Message
-from .types import GenerationParams, GenerationStats, Mode, TokenEvent
+from ..engine import Engine, Message
+from ..reply import Reply
+from ..types import GenerationParams, GenerationStats, Mode, TokenEvent
 
 OnEvent = Callable[[str, TokenEvent], None]  # (pass name: "off" | "on", event)
 Cancel = threading.Event | Callable[[], bool] | None
@@ -38,7 +39,7 @@ class PassResult:
         return self.stats.tokens_per_s
 
     def as_dict(self) -> dict[str, Any]:
-        out = self.stats.as_dict()
+        out = self.stats.to_dict()
         out["mode"] = self.mode
         out["finish_reason"] = self.finish_reason
         out["text"] = self.text
@@ -102,16 +103,7 @@ class CompareResult:
         sp = self.speedup
         return {
             "mode": self.on.mode,
-            "params": {
-                "max_tokens": self.params.max_tokens,
-                "temperature": self.params.temperature,
-                "top_k": self.params.top_k,
-                "top_p": self.params.top_p,
-                "min_p": self.params.min_p,
-                "seed": self.params.seed,
-                "k_max": self.params.k_max,
-                "p_min": self.params.p_min,
-            },
+            "params": self.params.to_dict(),
             "off": self.off.as_dict(),
             "on": self.on.as_dict(),
             "speedup": None if sp is None else round(sp, 4),
@@ -140,22 +132,18 @@ def _run_pass(
     cancel: Cancel,
 ) -> PassResult:
     engine.reset_caches()  # both passes start cold: fair time to first token
-    result = PassResult(mode=mode.value)
-    pieces: list[str] = []
-    for ev in engine.generate(messages, params, mode, cancel):
-        if ev.text:
-            pieces.append(ev.text)
-        if ev.token_ids:
-            result.token_ids.extend(ev.token_ids)
-            gap = ev.top2.gap if ev.top2 is not None else None
-            result.gaps.extend([gap] * len(ev.token_ids))
-        result.stats = ev.stats
-        if ev.finish_reason is not None:
-            result.finish_reason = ev.finish_reason.value
-        if on_event is not None:
-            on_event(name, ev)
-    result.text = "".join(pieces)
-    return result
+    reply = Reply.collect(
+        engine.generate(messages, params, mode, cancel),
+        None if on_event is None else lambda ev: on_event(name, ev),
+    )
+    return PassResult(
+        mode=mode.value,
+        text=reply.text,
+        token_ids=reply.token_ids,
+        gaps=reply.gaps,
+        stats=reply.final_stats,
+        finish_reason=reply.finish_reason.value if reply.finish_reason else None,
+    )
 
 
 def find_divergence(

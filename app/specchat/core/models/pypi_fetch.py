@@ -40,15 +40,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from specchat.core.catalog import Catalog, CatalogModel, CatalogPair, PypiChunks
-from specchat.core.downloader import (
+from specchat.core.models.catalog import Catalog, CatalogModel, CatalogPair, PypiChunks
+from specchat.core.models.download import (
     DownloadCancelled,
     Downloader,
     DownloadError,
     DownloadProgress,
 )
-from specchat.core.hub import HubClient, HubError
-from specchat.core.store import CHUNK_SIZE, PART_SUFFIX, ModelStore, atomic_install
+from specchat.core.models.hub import HubClient, HubError
+from specchat.core.models.store import CHUNK_SIZE, PART_SUFFIX, ModelStore, atomic_install
 
 ENV_PIP_ARGS = "SPECCHAT_PIP_ARGS"
 ENV_PIP_PYTHON = "SPECCHAT_PIP_PYTHON"

@@ -2,7 +2,13 @@
 
 A thin layer over llama-cpp-python's low-level API. It keeps a record of which tokens sit in the
 KV cache so callers can reuse a shared prefix and roll back rejected draft tokens, and it asks
-llama.cpp for logits of chosen rows only: no n_ctx x n_vocab buffer is ever allocated.
+llama.cpp for logits of chosen rows only: no n_ctx x n_vocab buffer is ever allocated. Logits
+come back as one read-only view of llama.cpp's own output buffer (no copies), valid until the
+next `decode` on the same model.
+
+It also keeps two clocks: `llama_s`, the time spent inside `llama_decode` (including waiting for a
+GPU to finish), and `logits_s`, the time spent getting the logits out; everything else a caller
+does is host overhead.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import ctypes
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +25,12 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from .gguf import GGUFInfo, read_gguf_info
+from ..models.gguf import GGUFInfo, read_gguf_info
+from .backend_sampler import ROWS_MAX, BackendSampler, SamplerSpec
 
 log = logging.getLogger(__name__)
+
+Logits = npt.NDArray[np.float32]
 
 _backend_lock = threading.Lock()
 _backend_ready = False
@@ -40,14 +50,29 @@ def _init_backend() -> None:
         llama_cpp = _llama()
         from llama_cpp import _logger
 
+        from .drafting import register_llama_draft_models
+
         _logger.set_verbose(os.environ.get("SPECCHAT_LLAMA_VERBOSE") == "1")
         llama_cpp.llama_backend_init()
+        register_llama_draft_models()
         _backend_ready = True
 
 
 def gpu_offload_supported() -> bool:
     _init_backend()
     return bool(_llama().llama_supports_gpu_offload())
+
+
+class _Buffer:
+    """Exposes memory at an address to numpy (cheaper than np.ctypeslib.as_array per call)."""
+
+    def __init__(self, addr: int, shape: tuple[int, int]) -> None:
+        self.__array_interface__ = {
+            "data": (addr, False),
+            "shape": shape,
+            "typestr": "<f4",
+            "version": 3,
+        }
 
 
 class ModelLoadError(RuntimeError):
@@ -124,6 +149,7 @@ class ModelRuntime:
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.no_perf = True
+        cparams.n_outputs_max_per_seq = ROWS_MAX
         try:
             self._ctx = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
         except ValueError as exc:
@@ -132,20 +158,49 @@ class ModelRuntime:
                 f"llama.cpp could not create a {self.n_ctx}-token context for {self.path.name} "
                 "(not enough memory?)"
             ) from exc
+        self.sampler = BackendSampler(llama_cpp, self._ctx.ctx)
+        self._ctx_ptr = self._ctx.ctx
+        self._llama_decode = llama_cpp.llama_decode
+        self._llama_sync = llama_cpp.llama_synchronize
         self._batch = _internals.LlamaBatch(
             n_tokens=self.config.n_batch, embd=0, n_seq_max=1, verbose=False
         )
+        b = self._batch_struct = self._batch.batch
+        nb = self.config.n_batch
+        # numpy views of the batch arrays: one vector store per decode instead of a ctypes
+        # assignment per token and field. Every slot belongs to sequence 0, set once here.
+        self._b_token = np.ctypeslib.as_array(b.token, shape=(nb,))
+        self._b_pos = np.ctypeslib.as_array(b.pos, shape=(nb,))
+        self._b_logits = np.ctypeslib.as_array(b.logits, shape=(nb,))
+        np.ctypeslib.as_array(b.n_seq_id, shape=(nb,))[:] = 1
+        for i in range(nb):
+            b.seq_id[i][0] = 0
+        self._positions = np.arange(nb, dtype=self._b_pos.dtype)
         self._vocab = self._model.vocab
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self.cache: list[int] = []  # tokens whose K/V are in the cache, positions 0..len-1
-        self._saved: tuple[int, npt.NDArray[np.float32]] | None = None
         self._piece_buf = ctypes.create_string_buffer(256)
-        self._eog = np.zeros(self.n_vocab, dtype=bool)
-        for t in range(self.n_vocab):
-            if llama_cpp.llama_vocab_is_eog(self._vocab, t):
-                self._eog[t] = True
+        self._pieces: dict[int, bytes] = {}
+        self._eog = frozenset(
+            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
+        )
+        raw = self._model.model
+        self.recurrent = bool(llama_cpp.llama_model_is_recurrent(raw)) or bool(
+            llama_cpp.llama_model_is_hybrid(raw)
+        )
+        # Recurrent and hybrid models keep a state that cannot be cut back to an earlier
+        # position: no rollback, so no speculation (the decoder checks this).
+        self.can_rollback = not self.recurrent
         self.size_bytes = self.path.stat().st_size
         self.n_threads = threads
+        # llama_get_logits returning a plain address, for a cache of numpy views of the buffer
+        self._get_logits = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(
+            ("llama_get_logits", llama_cpp.llama_cpp._lib)
+        )
+        self._views: dict[tuple[int, int], Logits] = {}
+        self._no_rows = np.zeros((0, self.n_vocab), dtype=np.float32)
+        self.llama_s = 0.0  # time inside llama_decode (and waiting for it to finish)
+        self.logits_s = 0.0  # time getting logits out of llama.cpp
 
     # -- vocabulary -------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
@@ -165,16 +220,22 @@ class ModelRuntime:
         return list(buf[:n])
 
     def piece(self, token: int) -> bytes:
+        cached = self._pieces.get(token)
+        if cached is not None:
+            return cached
         llama_cpp = _llama()
         n = llama_cpp.llama_token_to_piece(self._vocab, token, self._piece_buf, 256, 0, False)
         if n < 0:
             big = ctypes.create_string_buffer(-n)
             n = llama_cpp.llama_token_to_piece(self._vocab, token, big, -n, 0, False)
-            return big.raw[:n]
-        return self._piece_buf.raw[:n]
+            out = big.raw[:n]
+        else:
+            out = self._piece_buf.raw[:n]
+        self._pieces[token] = out
+        return out
 
     def is_eog(self, token: int) -> bool:
-        return bool(self._eog[token])
+        return token in self._eog
 
     def token_text(self, token: int) -> str:
         out = _llama().llama_vocab_get_text(self._vocab, token)
@@ -196,42 +257,35 @@ class ModelRuntime:
         return int(_llama().llama_vocab_eos(self._vocab))
 
     # -- KV cache ---------------------------------------------------------------------------
-    def save_row(self, n: int, row: npt.NDArray[np.float32]) -> None:
-        """Remember the logits that follow the first n cached tokens (the end of a prompt), so a
-        regenerate of the same prompt needs no decode at all."""
-        self._saved = (n, row)
+    def truncate(self, n_keep: int) -> bool:
+        """Drop cache entries at positions >= n_keep (rollback after a rejected draft).
 
-    def saved_row(self, n: int) -> npt.NDArray[np.float32] | None:
-        if self._saved is not None and self._saved[0] == n and len(self.cache) >= n:
-            return self._saved[1]
-        return None
-
-    def truncate(self, n_keep: int) -> None:
-        """Drop cache entries at positions >= n_keep (rollback after a rejected draft)."""
-        if self._saved is not None and n_keep < self._saved[0]:
-            self._saved = None
+        Returns False when llama.cpp could not erase part of the sequence (recurrent or hybrid
+        memory): the cache is then cleared and `cache` is empty, so the caller must decode what
+        it wants to keep again."""
         if n_keep >= len(self.cache):
-            return
+            return True
         mem = self._ctx.memory
-        if not _llama().llama_memory_seq_rm(mem, 0, n_keep, -1):
-            # Some memory types cannot remove a partial range: start over.
+        if not self.can_rollback or not _llama().llama_memory_seq_rm(mem, 0, n_keep, -1):
             _llama().llama_memory_clear(mem, True)
             self.cache = []
-            self._saved = None
-            return
+            return n_keep == 0
         del self.cache[n_keep:]
+        return True
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
+        """Length of the prefix `tokens` shares with the cache (once per request, not per step)."""
         n = min(len(self.cache), len(tokens))
-        i = 0
-        while i < n and self.cache[i] == tokens[i]:
-            i += 1
-        return i
+        if n == 0:
+            return 0
+        a = np.asarray(self.cache[:n], dtype=np.int64)
+        b = np.asarray(tokens[:n], dtype=np.int64)
+        diff = np.flatnonzero(a != b)
+        return int(diff[0]) if diff.size else n
 
     def reset(self) -> None:
         _llama().llama_memory_clear(self._ctx.memory, True)
         self.cache = []
-        self._saved = None
 
     # -- decoding ---------------------------------------------------------------------------
     def decode(
@@ -240,51 +294,82 @@ class ModelRuntime:
         *,
         logits_for: str = "last",
         cancel: Callable[[], bool] | None = None,
-    ) -> npt.NDArray[np.float32]:
+    ) -> Logits:
         """Append `tokens` to the cache and return logits rows: "last" -> shape (1, n_vocab) for
-        the final token, "all" -> shape (len(tokens), n_vocab), "none" -> shape (0, n_vocab)."""
-        if not tokens:
+        the final token, "all" -> shape (len(tokens), n_vocab), "none" -> shape (0, n_vocab).
+        The rows are a read-only view of llama.cpp's buffer: read them before the next decode."""
+        n = len(tokens)
+        if not n:
             raise ValueError("nothing to decode")
-        if len(self.cache) + len(tokens) > self.n_ctx:
-            raise ContextFullError(
-                f"context full: {len(self.cache)} + {len(tokens)} tokens > {self.n_ctx}"
-            )
-        llama_cpp = _llama()
+        n0 = len(self.cache)
+        if n0 + n > self.n_ctx:
+            raise ContextFullError(f"context full: {n0} + {n} tokens > {self.n_ctx}")
         nb = self.config.n_batch
-        if logits_for == "all" and len(tokens) > nb:
+        if n == 1:  # a plain step or one draft token: the hot path
+            self._b_token[0] = tokens[0]
+            self._b_pos[0] = n0
+            self._b_logits[0] = logits_for != "none"
+            self._run_batch(1)
+            self.cache.append(tokens[0])
+            return self._logits(int(logits_for != "none"))
+        if n <= nb:  # a verification step, and most prompts: one batch
+            self._b_token[:n] = tokens
+            np.add(self._positions[:n], n0, out=self._b_pos[:n])
+            rows = n if logits_for == "all" else int(logits_for == "last")
+            self._b_logits[:n] = logits_for == "all"
+            if rows == 1:
+                self._b_logits[n - 1] = 1
+            self._run_batch(n)
+            self.cache.extend(tokens)
+            return self._logits(rows)
+        if logits_for == "all":
             raise ValueError("cannot return logits for more rows than the batch size")
-        out: list[npt.NDArray[np.float32]] = []
-        for start in range(0, len(tokens), nb):
+        for start in range(0, n, nb):
             if cancel is not None and start and cancel():
                 raise PrefillCancelled
             chunk = tokens[start : start + nb]
-            last_chunk = start + nb >= len(tokens)
-            b = self._batch.batch
-            n0 = len(self.cache)
-            for i, t in enumerate(chunk):
-                b.token[i] = t
-                b.pos[i] = n0 + i
-                b.n_seq_id[i] = 1
-                b.seq_id[i][0] = 0
-                b.logits[i] = logits_for == "all" or (
-                    logits_for == "last" and last_chunk and i == len(chunk) - 1
-                )
-            b.n_tokens = len(chunk)
-            rc = llama_cpp.llama_decode(self._ctx.ctx, b)
-            if rc != 0:
-                self._resync_after_failure()
-                if rc == 1:
-                    raise ContextFullError("no room left in the KV cache")
-                raise RuntimeError(f"llama_decode failed with code {rc}")
+            m = len(chunk)
+            self._b_token[:m] = chunk
+            np.add(self._positions[:m], len(self.cache), out=self._b_pos[:m])
+            self._b_logits[:m] = 0
+            last = logits_for == "last" and start + nb >= n
+            if last:
+                self._b_logits[m - 1] = 1
+            self._run_batch(m)
             self.cache.extend(chunk)
-            if logits_for == "all" or (logits_for == "last" and last_chunk):
-                rows = range(len(chunk)) if logits_for == "all" else [len(chunk) - 1]
-                for r in rows:
-                    ptr = llama_cpp.llama_get_logits_ith(self._ctx.ctx, r)
-                    out.append(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy())
-        if not out:
-            return np.zeros((0, self.n_vocab), dtype=np.float32)
-        return np.stack(out)
+        return self._logits(1 if logits_for == "last" else 0)
+
+    def _run_batch(self, m: int) -> None:
+        self._batch_struct.n_tokens = m
+        ctx = self._ctx_ptr
+        t0 = time.perf_counter()
+        rc = self._llama_decode(ctx, self._batch_struct)
+        if rc == 0:
+            self._llama_sync(ctx)  # a GPU's work counts as decode time
+        self.llama_s += time.perf_counter() - t0
+        if rc != 0:
+            self._resync_after_failure()
+            if rc == 1:
+                raise ContextFullError("no room left in the KV cache")
+            raise RuntimeError(f"llama_decode failed with code {rc}")
+
+    def use_sampler(self, spec: SamplerSpec | None) -> bool:
+        """Let llama.cpp choose tokens in its graph (see backend_sampler); None: raw logits.
+        Returns whether `spec` is in use (False: raw logits, the backend cannot run it)."""
+        return self.sampler.use(spec) and spec is not None
+
+    def _logits(self, rows: int) -> Logits:
+        if rows == 0 or self.sampler.active is not None:
+            return self._no_rows
+        t0 = time.perf_counter()
+        addr = self._get_logits(self._ctx_ptr)
+        view = self._views.get((addr, rows))
+        if view is None:  # llama.cpp reallocates its output buffer rarely: views are reused
+            view = np.asarray(_Buffer(addr, (rows, self.n_vocab)))
+            view.flags.writeable = False
+            self._views[(addr, rows)] = view
+        self.logits_s += time.perf_counter() - t0
+        return view
 
     def _resync_after_failure(self) -> None:
         mem = self._ctx.memory
@@ -293,6 +378,9 @@ class ModelRuntime:
         self.truncate(len(self.cache))
 
     def close(self) -> None:
+        sampler = getattr(self, "sampler", None)
+        if sampler is not None and getattr(self, "_ctx", None) is not None:
+            sampler.close()
         for part in ("_batch", "_ctx", "_model"):
             obj = getattr(self, part, None)
             if obj is not None:

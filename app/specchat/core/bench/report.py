@@ -25,8 +25,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from .bench import REFERENCE, BenchRun, RunResult
-from .engine import Engine
+from ..engine import Engine
+from ..types import acceptance_rate, mean_accepted_length
+from .runner import REFERENCE, BenchRun, RunResult
 
 SCHEMA_VERSION = 1
 
@@ -44,7 +45,7 @@ DEFINITIONS = {
     "peer's own no-speculation baseline",
     "acceptance_rate": "accepted / drafted, pooled over the repeats (null: nothing drafted "
     "or not reported)",
-    "mean_accepted_length": "1 + accepted / verification passes, pooled",
+    "mean_accepted_length": "tokens the verification passes produced / verification passes, pooled",
     "identical_to_off": "every run's reply equals its paired off run's reply (peers: compared "
     "as text; their token ids are the target's tokenization of that text)",
     "first_divergence": "first token index at which a reply differs from its off pair "
@@ -110,11 +111,16 @@ def _pooled(runs: Sequence[RunResult]) -> tuple[float | None, float | None, int 
     drafted = [r.drafted for r in runs if r.drafted is not None]
     accepted = [r.accepted for r in runs if r.accepted is not None]
     steps = [r.verify_steps for r in runs if r.verify_steps is not None]
+    produced = [r.verify_tokens for r in runs if r.verify_tokens is not None]
     d = sum(drafted) if drafted else None
     a = sum(accepted) if accepted else None
-    rate = a / d if d and a is not None else None
-    mal = 1.0 + a / sum(steps) if steps and sum(steps) and a is not None else None
-    return rate, mal, d, a
+    n_steps = sum(steps) if steps and len(steps) == len(produced) else None
+    return (
+        acceptance_rate(d, a),
+        mean_accepted_length(sum(produced) if produced else None, n_steps),
+        d,
+        a,
+    )
 
 
 def record(

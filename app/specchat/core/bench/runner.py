@@ -20,9 +20,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ..resources_path import resources_dir
-from .engine import Engine, Message
-from .types import GenerationParams, Mode
+from ...resources_path import resources_dir
+from ..engine import Engine, Message
+from ..reply import Reply
+from ..types import GenerationParams, Mode, acceptance_rate
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -183,6 +184,9 @@ class RunResult:
     drafted: int | None = None  # None: the runner does not report it
     accepted: int | None = None
     verify_steps: int | None = None
+    verify_tokens: int | None = None  # tokens the verification passes produced
+    host_ms_per_token: float | None = None  # wall time outside llama_decode, per token
+    logits_ms_per_token: float | None = None  # of which reading logits out of llama.cpp
     finish_reason: str | None = None
     peak_rss_bytes: int = 0
     start_rss_bytes: int = 0
@@ -190,9 +194,7 @@ class RunResult:
 
     @property
     def acceptance_rate(self) -> float | None:
-        if self.drafted and self.accepted is not None:
-            return self.accepted / self.drafted
-        return None
+        return acceptance_rate(self.drafted, self.accepted)
 
     def as_dict(self, with_text: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -212,6 +214,8 @@ class RunResult:
             "drafted": self.drafted,
             "accepted": self.accepted,
             "acceptance_rate": _r(self.acceptance_rate, 4),
+            "host_ms_per_token": _r(self.host_ms_per_token, 4),
+            "logits_ms_per_token": _r(self.logits_ms_per_token, 4),
             "finish_reason": self.finish_reason,
             "peak_rss_mb": _r(self.peak_rss_bytes / 2**20, 1),
             "note": self.note,
@@ -287,16 +291,9 @@ class EngineVariant:
 
     def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult:
         self.engine.reset_caches()  # every run starts cold: a fair time to first token
-        ids: list[int] = []
-        pieces: list[str] = []
-        last = None
         with RssSampler() as rss:
-            for ev in self.engine.generate_tokens(prompt.tokens, params, self.mode):
-                ids.extend(ev.token_ids)
-                pieces.append(ev.text)
-                last = ev
-        assert last is not None
-        st = last.stats
+            reply = Reply.collect(self.engine.generate_tokens(prompt.tokens, params, self.mode))
+        st = reply.final_stats
         return RunResult(
             label=self.label,
             runner=self.runner,
@@ -305,8 +302,8 @@ class EngineVariant:
             kind=prompt.prompt.kind,
             repeat=0,
             pair=0,
-            text="".join(pieces),
-            token_ids=ids,
+            text=reply.text,
+            token_ids=reply.token_ids,
             tokens=st.tokens,
             prompt_tokens=st.prompt_tokens,
             tokens_per_s=st.tokens_per_s,
@@ -316,7 +313,10 @@ class EngineVariant:
             drafted=st.drafted,
             accepted=st.accepted,
             verify_steps=st.verify_steps,
-            finish_reason=last.finish_reason.value if last.finish_reason else None,
+            verify_tokens=st.verify_tokens,
+            host_ms_per_token=st.host_ms_per_token,
+            logits_ms_per_token=st.logits_ms_per_token,
+            finish_reason=reply.finish_reason.value if reply.finish_reason else None,
             peak_rss_bytes=rss.peak,
             start_rss_bytes=rss.start_rss,
             note=st.note,

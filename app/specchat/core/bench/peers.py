@@ -26,11 +26,11 @@ import numpy as np
 import numpy.typing as npt
 from llama_cpp.llama_speculative import LlamaDraftModel, LlamaPromptLookupDecoding
 
-from .bench import PreparedPrompt, RssSampler, RunResult
-from .drafters import ModelDrafter
-from .engine import Engine
-from .runtime import ModelRuntime
-from .types import GenerationParams
+from ..decoding.draft_model import ModelDrafter
+from ..decoding.runtime import ModelRuntime
+from ..engine import Engine
+from ..types import GenerationParams
+from .runner import PreparedPrompt, RssSampler, RunResult
 
 PEERS = ("llama-cpp-python", "llama.cpp")
 SPEC_BIN = "llama-speculative-simple"
@@ -181,6 +181,7 @@ class StockVariant:
             result.drafted = d.drafted
             result.accepted = min(d.drafted, max(0, n - 1 - d.calls))
             result.verify_steps = d.nonempty
+            result.verify_tokens = result.accepted + d.nonempty
             result.note = "acceptance estimated from the stock loop's draft calls"
         return result
 

@@ -1,0 +1,174 @@
+"""Choosing tokens inside llama.cpp's graph (its backend sampling API) instead of on the host.
+
+Reading a whole logits row (152k floats for Qwen) into Python costs more than everything else the
+engine does per token, and on a GPU the row must first cross to the host. With a sampler chain
+attached to the context, llama.cpp computes what the decoder needs for every output row in the
+same graph as the model (the argmax, or a sample and its probabilities, or the top candidates)
+and skips copying the raw logits. The chains are llama.cpp's own samplers, applied in llama.cpp's
+order (top-k, top-p, min-p, then temperature), so the distribution is exactly the one llama.cpp
+samples from.
+
+The host path (raw logits, `sampling.Warp`) remains for what the chains cannot do here: the
+repeat penalty over verification rows, top-2 diagnostics, and any build whose backend refuses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+ROWS_MAX = 17  # most output rows one decode may sample (a draft of up to 16 tokens + 1)
+DRAFT_TOP_K = 10  # the draft model's candidates (as llama.cpp's own draft sampler)
+
+GREEDY = "greedy"  # the argmax of every row
+TOP_K = "top_k"  # the top-k candidates of every row and their logits
+DIST = "dist"  # a sample from every row's warped distribution, with that distribution
+
+
+@dataclass(frozen=True)
+class SamplerSpec:
+    kind: str
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    temperature: float = 1.0
+    seed: int = 0
+
+
+class _Array:
+    """Memory at an address, seen by numpy without a ctypes array type per call."""
+
+    def __init__(self, addr: int, n: int, typestr: str) -> None:
+        self.__array_interface__ = {
+            "data": (addr, False),
+            "shape": (n,),
+            "typestr": typestr,
+            "version": 3,
+        }
+
+
+class BackendSampler:
+    """The sampler chain attached to one context (sequence 0), and reads of what it computed."""
+
+    def __init__(self, llama_cpp: Any, ctx: Any) -> None:
+        self._l = llama_cpp
+        self._ctx = ctx
+        lib = llama_cpp.llama_cpp._lib
+        ptr = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32)
+        cnt = ctypes.CFUNCTYPE(ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int32)
+        tok = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+        self._token = tok(("llama_get_sampled_token_ith", lib))
+        self._probs = ptr(("llama_get_sampled_probs_ith", lib))
+        self._probs_n = cnt(("llama_get_sampled_probs_count_ith", lib))
+        self._logits = ptr(("llama_get_sampled_logits_ith", lib))
+        self._logits_n = cnt(("llama_get_sampled_logits_count_ith", lib))
+        self._cands = ptr(("llama_get_sampled_candidates_ith", lib))
+        self._cands_n = cnt(("llama_get_sampled_candidates_count_ith", lib))
+        self._chains: dict[SamplerSpec, Any] = {}
+        self.active: SamplerSpec | None = None
+
+    def use(self, spec: SamplerSpec | None) -> bool:
+        """Attach the chain for `spec` (None: detach). False when llama.cpp cannot run it in
+        the graph on this backend; the context is then left without a backend sampler."""
+        lib, ctx = self._l, self._ctx
+        if spec == self.active:
+            if spec is not None:
+                lib.llama_sampler_reset(self._chains[spec])  # same seed, same draws
+            return True
+        if spec is None:
+            lib.llama_set_sampler(ctx, 0, None)
+            self.active = None
+            return True
+        chain = self._chains.get(spec)
+        if chain is None:
+            chain = self._chains[spec] = _build(lib, spec)
+        lib.llama_sampler_reset(chain)
+        if not lib.llama_set_sampler(ctx, 0, chain):
+            lib.llama_set_sampler(ctx, 0, None)
+            self.active = None
+            return False
+        self.active = spec
+        return True
+
+    # -- what the chain computed for output row i -------------------------------------------
+    def token(self, i: int) -> int:
+        return int(self._token(self._ctx, i))
+
+    def probs(self, i: int) -> tuple[npt.NDArray[np.int32] | None, npt.NDArray[np.float32]]:
+        """(candidate ids or None for the whole vocabulary, their probabilities)."""
+        n = int(self._probs_n(self._ctx, i))
+        probs = np.asarray(_Array(self._probs(self._ctx, i), n, "<f4"))
+        return self._candidates(i), probs
+
+    def logits(self, i: int) -> tuple[npt.NDArray[np.int32] | None, npt.NDArray[np.float32]]:
+        n = int(self._logits_n(self._ctx, i))
+        logits = np.asarray(_Array(self._logits(self._ctx, i), n, "<f4"))
+        return self._candidates(i), logits
+
+    def top(self, i: int) -> tuple[list[int], list[float]]:
+        """Row i's candidates and their logits as Python lists (a TOP_K chain: a few values,
+        cheaper as lists than as numpy arrays)."""
+        n = int(self._logits_n(self._ctx, i))
+        logits = _floats(n).from_address(self._logits(self._ctx, i))[:]
+        ids = _ints(n).from_address(self._cands(self._ctx, i))[:]
+        return ids, logits
+
+    def _candidates(self, i: int) -> npt.NDArray[np.int32] | None:
+        n = int(self._cands_n(self._ctx, i))
+        addr = self._cands(self._ctx, i)
+        if not n or not addr:
+            return None
+        return np.asarray(_Array(addr, n, "<i4"))
+
+    def close(self) -> None:
+        if self.active is not None and self._ctx is not None:
+            self._l.llama_set_sampler(self._ctx, 0, None)
+        for chain in self._chains.values():
+            self._l.llama_sampler_free(chain)
+        self._chains.clear()
+        self.active = None
+
+
+_FLOATS: dict[int, Any] = {}
+_INTS: dict[int, Any] = {}
+
+
+def _floats(n: int) -> Any:
+    t = _FLOATS.get(n)
+    if t is None:
+        t = _FLOATS[n] = ctypes.c_float * n
+    return t
+
+
+def _ints(n: int) -> Any:
+    t = _INTS.get(n)
+    if t is None:
+        t = _INTS[n] = ctypes.c_int32 * n
+    return t
+
+
+def _build(lib: Any, spec: SamplerSpec) -> Any:
+    chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+
+    def add(smpl: Any) -> None:
+        lib.llama_sampler_chain_add(chain, smpl)
+
+    if spec.kind == GREEDY:
+        add(lib.llama_sampler_init_greedy())
+    elif spec.kind == TOP_K:
+        add(lib.llama_sampler_init_top_k(spec.top_k))
+    else:
+        if spec.top_k > 0:
+            add(lib.llama_sampler_init_top_k(spec.top_k))
+        if spec.top_p < 1.0:
+            add(lib.llama_sampler_init_top_p(spec.top_p, 1))
+        if spec.min_p > 0.0:
+            add(lib.llama_sampler_init_min_p(spec.min_p, 1))
+        if spec.temperature != 1.0:
+            add(lib.llama_sampler_init_temp(spec.temperature))
+        add(lib.llama_sampler_init_dist(spec.seed & 0xFFFFFFFF))
+    return chain

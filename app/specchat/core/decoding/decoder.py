@@ -1,0 +1,392 @@
+"""The decode loop: plain, or draft -> verify -> accept -> roll back, one event per step.
+
+Invariant at the top of every step: `ctx` holds the prompt and every emitted token; the target's
+KV cache holds ctx[:-1] (the newest token is decoded by the next pass, together with any draft);
+the draft model's cache is a prefix of ctx. A verification pass decodes [ctx[-1], d1..dk] and
+asks for logits of those k+1 rows only; after accepting m drafted tokens the target cache is cut
+back to ctx + d1..dm, and the draft model's to the same length.
+
+Counting (GenerationStats): a step that the end of the reply cuts short (an end token, a stop
+string, max_tokens) counts only the draft positions it got to, so `accepted` never includes
+drafts that did not come out, and `verify_tokens` counts the tokens each pass really produced.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+
+from ..types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent, Top2
+from .backend_sampler import DIST, DRAFT_TOP_K, GREEDY, ROWS_MAX, TOP_K, SamplerSpec
+from .cost_model import DRAFT, LOOKUP, CostModel, lookup_bucket
+from .draft_model import ModelDrafter
+from .drafting import Draft
+from .prompt_lookup import PromptLookupDrafter
+from .runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
+from .sampling import Dist, Warp, accept_draft_token, backend_dist, residual_sample, sample, top2
+from .text_stream import TextStream
+
+CancelCheck = Callable[[], bool]
+
+NO_ROLLBACK_NOTE = (
+    "speculation is off: {name} keeps a recurrent state that llama.cpp cannot roll back, "
+    "so a rejected draft could not be undone"
+)
+
+
+class _Finished(Exception):
+    def __init__(self, reason: FinishReason) -> None:
+        self.reason = reason
+
+
+class Decoder:
+    """One generation. Iterate `run()` for TokenEvents; the last one carries finish_reason."""
+
+    def __init__(
+        self,
+        target: ModelRuntime,
+        prompt: Sequence[int],
+        params: GenerationParams,
+        mode: Mode,
+        *,
+        model: ModelDrafter | None,
+        lookup: PromptLookupDrafter,
+        cost: CostModel,
+        cancel: CancelCheck | None = None,
+    ) -> None:
+        self.t = target
+        self.prompt = list(prompt)
+        self.p = params
+        self.mode = mode
+        self.model = model
+        self.lookup = lookup
+        self.cost = cost
+        self.cancel = cancel or (lambda: False)
+        self.warp = Warp(params, target.n_vocab)
+        self.dwarp = Warp(params, model.rt.n_vocab, slots=params.k_max) if model else None
+        self.rng = np.random.default_rng(params.seed)
+        self.stats = GenerationStats(mode=mode.value, prompt_tokens=len(self.prompt))
+        self.ctx: list[int] = list(self.prompt)
+        self._text = TextStream(params.stop)
+        self._t0 = 0.0
+        self._t_first = 0.0
+        self._clocks0 = (0.0, 0.0)
+        # the step being built: its tokens, their origin, their top-2 (diagnostics)
+        self._ids: list[int] = []
+        self._flags: list[bool] = []
+        self._top2: list[Top2] = []
+        self._produced = 0  # tokens the current step produced (an ending token included)
+        self._lookup_seen = 0  # ctx tokens prompt lookup has been told about
+        self.backend = False  # llama.cpp's graph chooses the target's tokens
+
+    # -- bookkeeping ------------------------------------------------------------------------
+    def _hist(self, extra: Sequence[int] = ()) -> list[int]:
+        if not self.warp.penalises:
+            return []
+        return self.ctx[-self.p.repeat_last_n :] + list(extra)
+
+    def _clocks(self) -> tuple[float, float]:
+        llama, logits = self.t.llama_s, self.t.logits_s
+        if self.model is not None:
+            llama += self.model.rt.llama_s
+            logits += self.model.rt.logits_s
+        return llama, logits
+
+    def _setup_sampling(self) -> None:
+        """Choose tokens in llama.cpp's graph (backend sampling) unless this request needs the
+        raw logits: a repeat penalty over verification rows, or top-2 diagnostics."""
+        p = self.p
+        ok = not self.warp.penalises and not p.record_top2
+        seed = 0 if p.seed is None else p.seed
+        if p.seed is None:
+            seed = int(self.rng.integers(0, 2**31))
+        if self.warp.greedy:
+            spec = SamplerSpec(GREEDY)
+            dspec = SamplerSpec(TOP_K, top_k=DRAFT_TOP_K)
+        else:
+            spec = SamplerSpec(DIST, p.top_k, p.top_p, p.min_p, p.temperature, seed)
+            dk = min(DRAFT_TOP_K, p.top_k) if p.top_k > 0 else DRAFT_TOP_K
+            dspec = SamplerSpec(DIST, dk, temperature=p.temperature, seed=seed + 1)
+        self.backend = self.t.use_sampler(spec if ok else None)
+        if self.model is not None:
+            drafting = ok and self.mode in (Mode.DRAFT, Mode.AUTO)
+            self.model.rt.use_sampler(dspec if drafting else None)
+
+    def _choose(self, rows: Logits, i: int, extra: Sequence[int] = ()) -> int:
+        """The target's token for output row i (greedy choice or a sample)."""
+        if self.backend:
+            return self.t.sampler.token(i)
+        if self.warp.greedy:
+            return self.warp.argmax(rows[i], self._hist(extra))
+        return sample(self.warp.dist(rows[i], self._hist(extra)), self.rng)
+
+    def _dist(self, rows: Logits, i: int, extra: Sequence[int]) -> Dist:
+        """The target's warped distribution for output row i (T > 0)."""
+        if self.backend:
+            ids, probs = self.t.sampler.probs(i)
+            return backend_dist(ids, probs, self.t.n_vocab, copy=False)
+        return self.warp.dist(rows[i], self._hist(extra))
+
+    def _push(self, token: int, from_draft: bool, rows: Logits, i: int) -> None:
+        """Add `token` to the reply (raises _Finished when the reply ends here)."""
+        st = self.stats
+        if st.tokens >= self.p.max_tokens:
+            raise _Finished(FinishReason.LENGTH)
+        self.ctx.append(token)
+        self._produced += 1
+        if self.t.is_eog(token):
+            raise _Finished(FinishReason.STOP)
+        self._ids.append(token)
+        self._flags.append(from_draft)
+        if self.p.record_top2:
+            self._top2.append(top2(rows[i]))
+        st.tokens += 1
+        if st.tokens == 1:
+            self._t_first = time.perf_counter()
+            st.ttft_s = self._t_first - self._t0
+        if self._text.push(self.t.piece(token), from_draft):
+            raise _Finished(FinishReason.STOP)
+
+    def _event(self, reason: FinishReason | None = None) -> TokenEvent:
+        st = self.stats
+        now = time.perf_counter()
+        st.elapsed_s = now - self._t0
+        if st.tokens:
+            st.decode_s = now - self._t_first
+        llama, logits = self._clocks()
+        st.llama_s = llama - self._clocks0[0]
+        st.logits_s = logits - self._clocks0[1]
+        segs = self._text.take()
+        text = segs[0][0] if len(segs) == 1 else "".join(s for s, _ in segs)
+        ev = TokenEvent(
+            text,
+            tuple(self._ids),
+            tuple(self._flags),
+            st.copy(),
+            segs,
+            reason,
+            tuple(self._top2),
+        )
+        self._ids, self._flags, self._top2 = [], [], []
+        self._produced = 0
+        return ev
+
+    # -- the loop ---------------------------------------------------------------------------
+    def run(self) -> Iterator[TokenEvent]:
+        self._t0 = time.perf_counter()
+        self._clocks0 = self._clocks()
+        t = self.t
+        if len(self.prompt) >= t.n_ctx:
+            self.stats.note = (
+                f"the prompt ({len(self.prompt)} tokens) fills the {t.n_ctx}-token context"
+            )
+            yield self._event(FinishReason.CONTEXT)
+            return
+        self._check_rollback()
+        self._setup_sampling()
+        try:
+            self._prefill_and_first()
+            self._extend_drafters()
+            yield self._event()
+            while True:
+                if self.cancel():
+                    raise _Finished(FinishReason.CANCELLED)
+                if self.stats.tokens >= self.p.max_tokens:
+                    raise _Finished(FinishReason.LENGTH)
+                room = t.n_ctx - len(t.cache)
+                if room < 1:
+                    raise _Finished(FinishReason.CONTEXT)
+                step_start = time.perf_counter()
+                llama_start = self._clocks()[0]
+                limit = min(room - 1, self.p.max_tokens - self.stats.tokens, self.p.k_max)
+                if self.backend:
+                    limit = min(limit, ROWS_MAX - 1)
+                draft, kind, bucket = self._draft(limit)
+                try:
+                    if draft.tokens:
+                        self._verify(draft, kind, bucket)
+                    else:
+                        self._plain_step()
+                finally:
+                    self._extend_drafters()
+                ev = self._event()
+                self.cost.observe_step(
+                    kind or None,
+                    len(draft.tokens),
+                    time.perf_counter() - step_start,
+                    self._clocks()[0] - llama_start,
+                )
+                yield ev
+        except _Finished as fin:
+            if fin.reason is not FinishReason.STOP or not self._text.stopped:
+                self._text.flush()
+            yield self._event(fin.reason)
+        except PrefillCancelled:
+            yield self._event(FinishReason.CANCELLED)
+        except ContextFullError as exc:
+            self.stats.note = str(exc)
+            self._text.flush()
+            yield self._event(FinishReason.CONTEXT)
+        finally:
+            # Keep the caches consistent with what was actually decoded, whatever happened.
+            t.truncate(max(len(self.prompt), len(self.ctx) - 1))
+
+    def _check_rollback(self) -> None:
+        """Speculation needs both caches to roll back; recurrent and hybrid models cannot."""
+        if self.mode is Mode.OFF:
+            return
+        blocked = None
+        if not self.t.can_rollback:
+            blocked = self.t
+        elif self.mode in (Mode.DRAFT, Mode.AUTO) and self.model and not self.model.rt.can_rollback:
+            blocked = self.model.rt
+            if self.mode is Mode.AUTO:
+                self.model = None  # Auto can still use lookup
+                blocked = None
+        if blocked is not None:
+            name = blocked.info.model_name or blocked.path.stem
+            self.stats.note = NO_ROLLBACK_NOTE.format(name=name)
+            self.mode = Mode.OFF
+
+    def _prefill_and_first(self) -> None:
+        t = self.t
+        n = len(self.prompt)
+        # Reuse the cached prefix; at least the prompt's last token is decoded again, for the
+        # first token's logits (a regenerate of the same prompt costs one step).
+        t.truncate(min(t.common_prefix(self.prompt), n - 1))
+        rows = t.decode(self.prompt[len(t.cache) :], logits_for="last", cancel=self.cancel)
+        self.stats.prefill_s = time.perf_counter() - self._t0
+        if self.model is not None and self.mode is not Mode.OFF:
+            self.model.begin(self.prompt)
+        if self.mode in (Mode.LOOKUP, Mode.AUTO):
+            self.lookup.begin(self.prompt)
+        self._lookup_seen = len(self.prompt)
+        # The first token comes straight from the prefill: no draft work delays it.
+        self._push(self._choose(rows, -1), False, rows, -1)
+
+    def _extend_drafters(self) -> None:
+        """Tell prompt lookup about the tokens emitted since it last looked."""
+        if self.mode in (Mode.LOOKUP, Mode.AUTO) and len(self.ctx) > self._lookup_seen:
+            self.lookup.extend(self.ctx[self._lookup_seen :])
+            self._lookup_seen = len(self.ctx)
+
+    def _plain_step(self) -> None:
+        t = self.t
+        before = t.llama_s
+        rows = t.decode([self.ctx[-1]], logits_for="last")
+        self.cost.observe_target(1, t.llama_s - before)
+        self.stats.target_steps += 1
+        self._push(self._choose(rows, -1), False, rows, -1)
+
+    def _draft(self, limit: int) -> tuple[Draft, str, str]:
+        """The draft for this step (possibly empty), which drafter made it, and its bucket."""
+        none = Draft([], None)
+        if limit < 1 or self.mode is Mode.OFF:
+            return none, "", ""
+        if self.mode is Mode.DRAFT:
+            assert self.model is not None
+            return self._model_draft(min(limit, self.model.k)), DRAFT, ""
+        start, match = self.lookup.find()
+        avail = self.lookup.available(start)
+        bucket = lookup_bucket(match)
+        if self.mode is Mode.LOOKUP:
+            if start < 0:
+                return none, "", ""
+            k, _ = self.cost.best_k(LOOKUP, bucket, min(limit, avail))
+            return self.lookup.draft(start, max(k, 1), match), LOOKUP, bucket
+        plan = self.cost.plan(
+            lookup_match=match if start >= 0 else 0,
+            lookup_avail=avail,
+            draft_ok=self.model is not None,
+            max_k=limit,
+            draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
+        )
+        self.stats.note = plan.reason
+        self.stats.k_current = plan.k
+        if plan.drafter == LOOKUP:
+            return self.lookup.draft(start, plan.k, match), LOOKUP, bucket
+        if plan.drafter == DRAFT:
+            return self._model_draft(plan.k), DRAFT, ""
+        return none, "", ""
+
+    def _model_draft(self, k: int) -> Draft:
+        d = self.model
+        assert d is not None
+        self.stats.k_current = k
+        t_start = time.perf_counter()
+        draft = d.propose(
+            self.ctx,
+            k,
+            warp=self.dwarp,
+            rng=self.rng,
+            p_min=self.p.p_min,
+            history_tail=self.p.repeat_last_n,
+        )
+        self.cost.observe_draft(max(len(draft.tokens), 1), time.perf_counter() - t_start)
+        return draft
+
+    def _judge(self, rows: Logits, draft: Draft) -> tuple[int, int]:
+        """(accepted draft tokens m, the target's own token after them)."""
+        warp, tokens = self.warp, draft.tokens
+        k = len(tokens)
+        if warp.greedy and (self.backend or not warp.penalises):
+            if self.backend:
+                choice = [self.t.sampler.token(i) for i in range(k + 1)]
+                m = next((i for i in range(k) if choice[i] != tokens[i]), k)
+                return m, choice[m]
+            best = rows.argmax(axis=1)  # every row at once
+            miss = np.flatnonzero(best[:k] != np.asarray(tokens))
+            m = int(miss[0]) if miss.size else k
+            return m, int(best[m])
+        for i, d in enumerate(tokens):
+            if warp.greedy:
+                choice_i = warp.argmax(rows[i], self._hist(tokens[:i]))
+                if choice_i != d:
+                    return i, choice_i
+                continue
+            p = self._dist(rows, i, tokens[:i])
+            q = draft.q[i] if draft.q is not None else None
+            if not accept_draft_token(p, q, d, self.rng):
+                return i, residual_sample(p, q, d, self.rng)
+        return k, self._choose(rows, k, tokens)
+
+    def _verify(self, draft: Draft, kind: str, bucket: str) -> None:
+        t, st = self.t, self.stats
+        tokens = draft.tokens
+        k = len(tokens)
+        base = len(self.ctx)  # position of the first drafted token
+        before = t.llama_s
+        rows = t.decode([self.ctx[-1], *tokens], logits_for="all")
+        self.cost.observe_target(k + 1, t.llama_s - before)
+        st.target_steps += 1
+        st.verify_steps += 1
+        m, nxt = self._judge(rows, draft)
+        self.cost.observe_accept(kind, bucket, k, m)
+        if kind == DRAFT and self.model is not None:
+            self.model.feedback(k, m)
+        # Emit the accepted drafts and the target's token, then roll both caches back to
+        # ctx + the accepted drafts. A model that cannot cut its cache back gets the kept
+        # tokens decoded again (after the rows, which live in llama.cpp's buffer, are used).
+        try:
+            for i in range(m):
+                self._push(tokens[i], True, rows, i)
+            self._push(nxt, False, rows, m)
+        finally:
+            if not t.truncate(base + m):
+                t.decode(self.ctx[:base] + tokens[:m], logits_for="none")
+            if kind == DRAFT and self.model is not None:
+                self.model.rollback(base + m)
+            j = self._produced
+            judged, good = min(k, j), min(m, j)
+            st.drafted += judged
+            st.accepted += good
+            st.verify_tokens += j
+            while len(st.draft_pos_proposed) < judged:
+                st.draft_pos_proposed.append(0)
+                st.draft_pos_accepted.append(0)
+            for i in range(judged):
+                st.draft_pos_proposed[i] += 1
+            for i in range(good):
+                st.draft_pos_accepted[i] += 1

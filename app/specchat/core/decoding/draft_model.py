@@ -1,0 +1,125 @@
+"""The draft-model drafter: a smaller GGUF model with its own KV cache."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .drafting import Draft
+from .runtime import ModelRuntime
+from .sampling import Dist, Warp, backend_dist, confidence, sample
+
+
+class ModelDrafter:
+    """Proposes k tokens by running the draft model k times.
+
+    Its KV cache is kept a prefix of the conversation: `begin()` aligns it with a new prompt
+    once per request (one comparison of the two token lists), and after each verification the
+    decoder calls `rollback()` with the length it knows to agree, so a step never rescans the
+    context. Only the tokens past the point of divergence are decoded again.
+    """
+
+    kind = "draft"
+
+    def __init__(self, runtime: ModelRuntime, *, k_init: int = 4, k_max: int = 8) -> None:
+        self.rt = runtime
+        self.k_max = k_max
+        self.k = k_init
+        self._ema = float(k_init)  # running mean of accepted tokens per step
+
+    def reset(self, k_init: int, k_max: int) -> None:
+        self.k_max, self.k, self._ema = k_max, k_init, float(k_init)
+
+    def begin(self, context: Sequence[int]) -> None:
+        """A new request: keep the longest prefix the cache shares with `context`."""
+        self.rt.truncate(min(self.rt.common_prefix(context), max(len(context) - 1, 0)))
+
+    def rollback(self, n_agree: int) -> None:
+        """The conversation now agrees with the cache for its first `n_agree` tokens only."""
+        self.rt.truncate(n_agree)
+
+    # llama-cpp-python's LlamaDraftModel contract (used by the benchmark's stock peer)
+    def __call__(self, input_ids: npt.NDArray[np.intc], /, **kwargs: Any) -> npt.NDArray[np.intc]:
+        context = [int(t) for t in input_ids]
+        self.rt.use_sampler(None)
+        self.begin(context)
+        k = int(kwargs.get("num_pred_tokens", self.k))
+        return np.asarray(self.propose(context, k, warp=None).tokens, dtype=np.intc)
+
+    def propose(
+        self,
+        context: Sequence[int],
+        k: int,
+        *,
+        warp: Warp | None,
+        rng: np.random.Generator | None = None,
+        p_min: float = 0.0,
+        history_tail: int = 64,
+    ) -> Draft:
+        """Draft up to k tokens after `context`, whose prefix the cache already holds.
+
+        Greedy: each token is the draft's (penalised) argmax, and drafting stops when its
+        confidence falls below p_min. Sampled: each token is drawn from a draft distribution q,
+        kept for the acceptance test (any q keeps the result exact; a better q is accepted more).
+        With llama.cpp's backend sampler attached (the decoder decides), both come from the
+        draft's top candidates, as llama.cpp's own draft sampler does: no logits row is read."""
+        rt = self.rt
+        k = min(k, rt.n_ctx - len(context))
+        if k <= 0 or not context:
+            return Draft([], None)
+        keep = len(rt.cache)
+        if keep >= len(context):  # nothing new to decode: step back one token for its logits
+            keep = len(context) - 1
+            rt.truncate(keep)
+        row = rt.decode(context[keep:], logits_for="last")
+        backend = rt.sampler.active
+        sampled = warp is not None and not warp.greedy
+        penalised = warp is not None and warp.penalises and backend is None
+        hist = list(context[-history_tail:]) if penalised else []
+        tokens: list[int] = []
+        qs: list[Dist] = []
+        for i in range(k):
+            if backend is not None and sampled:
+                t = rt.sampler.token(-1)
+                ids, probs = rt.sampler.probs(-1)
+                q = backend_dist(ids, probs, rt.n_vocab, copy=True)
+                if q.top_prob() < p_min:
+                    break
+                qs.append(q)
+            elif backend is not None:
+                cands, logits = rt.sampler.top(-1)
+                top = max(logits)
+                t = cands[logits.index(top)]
+                if p_min > 0.0 and 1.0 / sum([math.exp(x - top) for x in logits]) < p_min:
+                    break
+            elif sampled:
+                assert warp is not None and rng is not None
+                q = warp.dist(row[-1], hist, slot=i)
+                if q.top_prob() < p_min:
+                    break
+                t = sample(q, rng)
+                qs.append(q)
+            else:
+                z = row[-1] if warp is None else warp.logits(row[-1], hist)
+                t = int(z.argmax())
+                if p_min > 0.0 and confidence(z, t) < p_min:
+                    break
+            tokens.append(t)
+            if penalised:
+                hist.append(t)
+            if i + 1 < k and not rt.is_eog(t):
+                row = rt.decode([t], logits_for="last")
+            else:
+                break
+        return Draft(tokens, qs if sampled else None)
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """Adapt the draft length to the observed acceptance: aim one past the mean run."""
+        if drafted == 0:
+            return
+        self._ema = 0.7 * self._ema + 0.3 * accepted
+        self.k = max(1, min(self.k_max, math.ceil(self._ema) + 1))
