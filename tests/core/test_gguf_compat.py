@@ -17,7 +17,7 @@ import gguf
 import numpy as np
 import pytest
 
-from specchat.core import gguf as gguf_mod
+from specchat.core.models import gguf as gguf_mod
 from specchat.core.models.compat import (
     CompatResult,
     IncompatibleDraftError,

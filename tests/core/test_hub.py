@@ -406,7 +406,7 @@ def test_memory_plan_counts_weights_kv_and_buffers(tiny_dir: Path) -> None:
     assert plan.target_kv == plan.draft_kv == int(fp.kv_bytes_per_token or 0) * 4096
     assert plan.ram_needed == 2 * (fp.weights_bytes + plan.target_kv) + plan.overhead
     assert plan.fits and plan.fit == Fit.FITS and plan.vram_needed == 0
-    assert "needs about" in plan.summary() and "8.0 GB of RAM available" in plan.summary()
+    assert "needs about" in plan.summary() and "8.00 GB of RAM available" in plan.summary()
 
 
 def test_memory_plan_warns_what_will_not_fit() -> None:

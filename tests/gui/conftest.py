@@ -32,7 +32,7 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def no_dangling_threads(qapp: Any) -> Iterator[None]:
     """Fail a test that leaves an inference thread running (and stop it for the next test)."""
     yield
-    from specchat.gui.workers import running_threads
+    from specchat.gui.threads.engine import running_threads
 
     left = running_threads()
     for thread in left:
@@ -47,7 +47,7 @@ def make_window(qtbot: Any, engine: Any) -> Iterator[Callable[..., Any]]:
     """Build a main window on the shared engine; closed (thread joined) at teardown."""
     from specchat.core.state.settings import Settings
     from specchat.gui.main_window import MainWindow
-    from specchat.gui.workers import EngineController
+    from specchat.gui.threads.engine import EngineController
 
     windows: list[Any] = []
 

@@ -81,7 +81,7 @@ def shoot(out: Path, dark: bool, max_tokens: int) -> list[Path]:
     w.input.setPlainText(PROMPT)
     w.send(w.input.toPlainText())
     wait_until(app, lambda: w.session.streaming)
-    wait_until(app, lambda: len(w.session._stream.text) > 40 if w.session._stream else True)
+    wait_until(app, lambda: len(w.session._stream.reply.text) > 40 if w.session._stream else True)
     files = [out / f"main-streaming{suffix}.png"]
     w.grab().save(str(files[-1]))
     wait_until(app, lambda: not w.session.streaming)
@@ -91,7 +91,7 @@ def shoot(out: Path, dark: bool, max_tokens: int) -> list[Path]:
     files.append(out / f"gauge{suffix}.png")
     w.gauge.grab().save(str(files[-1]))
 
-    w.compare_action.trigger()
+    w.menus.compare.trigger()
     dlg = w.compare_dialog
     dlg.resize(1200, 820)
     dlg.run()

@@ -6,7 +6,7 @@ import os
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from specchat.gui.bench_chart import chart_rows, save_chart  # noqa: E402
+from specchat.gui.stats.bench_chart import chart_rows, save_chart  # noqa: E402
 
 
 def _report() -> dict:

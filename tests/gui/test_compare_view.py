@@ -18,7 +18,7 @@ def test_comparison_runs_both_passes_and_fills_the_table(qtbot, make_window, tmp
     w = make_window(max_tokens=24)
     w.mode_selector.buttons[Mode.DRAFT].click()
     w.input.setPlainText(PROMPT)
-    w.compare_action.trigger()
+    w.menus.compare.trigger()
     dlg = w.compare_dialog
     assert dlg.prompt.toPlainText() == PROMPT and dlg.mode() is Mode.DRAFT
     assert not dlg.copy_button.isEnabled()
@@ -69,7 +69,7 @@ def test_comparison_runs_both_passes_and_fills_the_table(qtbot, make_window, tmp
 def test_comparison_can_be_stopped(qtbot, make_window) -> None:
     w = make_window(max_tokens=300)
     w.input.setPlainText(PROMPT)
-    w.compare_action.trigger()
+    w.menus.compare.trigger()
     dlg = w.compare_dialog
     with qtbot.waitSignal(w.controller.compareFinished, timeout=RUN_MS):
         dlg.run()

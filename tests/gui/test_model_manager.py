@@ -19,8 +19,8 @@ from specchat.core.models.download import Downloader, RetryPolicy
 from specchat.core.models.hub import HubClient
 from specchat.core.models.memory_plan import MachineMemory
 from specchat.core.models.store import ModelStore
-from specchat.gui.model_list import DOWNLOADING, INSTALLED, PAUSED, ModelListModel
-from specchat.gui.model_manager import ModelManagerDialog
+from specchat.gui.models.list_model import DOWNLOADING, INSTALLED, PAUSED, ModelListModel
+from specchat.gui.models.manager import ModelManagerDialog
 
 BIG = "test/Tiny-Coder-1.5B-Instruct-GGUF"
 SMALL = "test/Tiny-Coder-0.5B-Instruct-GGUF"
@@ -120,15 +120,16 @@ def wait_idle(qtbot: Any, dlg: ModelManagerDialog) -> None:
 
 
 def search_and_pick(qtbot: Any, dlg: ModelManagerDialog, query: str, repo: str, file: str) -> None:
+    tab = dlg.hub_tab
     dlg.tabs.setCurrentIndex(1)
-    dlg.search_edit.setText(query)
-    qtbot.mouseClick(dlg.search_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: dlg.results.count() > 0, timeout=WAIT_MS)
-    row = next(i for i in range(dlg.results.count()) if dlg.results.item(i).text().startswith(repo))
-    dlg.results.setCurrentRow(row)
-    qtbot.waitUntil(lambda: dlg.files.rowCount() > 0, timeout=WAIT_MS)
-    names = [dlg.files.item(r, 0).text() for r in range(dlg.files.rowCount())]
-    dlg.files.selectRow(names.index(file))
+    tab.search_edit.setText(query)
+    qtbot.mouseClick(tab.search_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: tab.results.count() > 0, timeout=WAIT_MS)
+    row = next(i for i in range(tab.results.count()) if tab.results.item(i).text().startswith(repo))
+    tab.results.setCurrentRow(row)
+    qtbot.waitUntil(lambda: tab.files.rowCount() > 0, timeout=WAIT_MS)
+    names = [tab.files.item(r, 0).text() for r in range(tab.files.rowCount())]
+    tab.files.selectRow(names.index(file))
 
 
 def entry_state(dlg: ModelManagerDialog, key: str) -> str | None:
@@ -146,14 +147,15 @@ def done_bytes(dlg: ModelManagerDialog, key: str) -> int:
 
 def test_search_shows_repos_and_files(no_qthreads_left: None, qtbot: Any, make_dialog: Any) -> None:
     dlg = make_dialog()
+    tab = dlg.hub_tab
     search_and_pick(qtbot, dlg, "tiny-coder", BIG, TARGET)
-    texts = [dlg.results.item(i).text() for i in range(dlg.results.count())]
+    texts = [tab.results.item(i).text() for i in range(tab.results.count())]
     assert texts == [f"{BIG}\n900 downloads", f"{SMALL}\n400 downloads"]
-    assert dlg.hub_status.text() == f"{BIG}: 1 GGUF model(s)"
-    cells = [dlg.files.item(0, c).text() for c in range(4)]
+    assert tab.status.text() == f"{BIG}: 1 GGUF model(s)"
+    cells = [tab.files.item(0, c).text() for c in range(4)]
     assert cells == [TARGET, "Q4_K_M", "2.2 MB", "fits"]
-    assert "RAM available" in dlg.files.item(0, 3).toolTip()
-    assert dlg.download_button.isEnabled() and dlg.use_target_button.isEnabled()
+    assert "RAM available" in tab.files.item(0, 3).toolTip()
+    assert tab.download_button.isEnabled() and tab.use_target_button.isEnabled()
     wait_idle(qtbot, dlg)
 
 
@@ -161,24 +163,25 @@ def test_pair_verdict_is_shown_before_anything_downloads(
     no_qthreads_left: None, qtbot: Any, make_dialog: Any, hub: FakeHub, store: ModelStore
 ) -> None:
     dlg = make_dialog()
+    pair = dlg.pair_box
     search_and_pick(qtbot, dlg, "tiny-coder", BIG, TARGET)
-    qtbot.mouseClick(dlg.use_target_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(dlg.hub_tab.use_target_button, Qt.MouseButton.LeftButton)
     # the Hub suggests the smaller model of the same family as a draft
-    qtbot.waitUntil(lambda: dlg.suggestions.count() > 0, timeout=WAIT_MS)
-    assert dlg.suggestions.currentText() == f"{SMALL} (0.5B, Hub)"
+    qtbot.waitUntil(lambda: pair.suggestions.count() > 0, timeout=WAIT_MS)
+    assert pair.suggestions.currentText() == f"{SMALL} (0.5B, Hub)"
 
     search_and_pick(qtbot, dlg, "tiny-coder", SMALL, ODD)
-    qtbot.mouseClick(dlg.use_draft_button, Qt.MouseButton.LeftButton)
-    qtbot.waitUntil(lambda: "✗" in dlg.verdict_label.text(), timeout=WAIT_MS)
-    assert "check &#x27;vocab_size&#x27; failed: vocab sizes differ" in dlg.verdict_label.text()
-    assert not dlg.load_button.isEnabled()
+    qtbot.mouseClick(dlg.hub_tab.use_draft_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: "✗" in pair.verdict_label.text(), timeout=WAIT_MS)
+    assert "check &#x27;vocab_size&#x27; failed: vocab sizes differ" in pair.verdict_label.text()
+    assert not pair.load_button.isEnabled()
 
-    qtbot.mouseClick(dlg.suggest_button, Qt.MouseButton.LeftButton)  # the suggested draft
-    qtbot.waitUntil(lambda: "✓" in dlg.verdict_label.text(), timeout=WAIT_MS)
-    assert dlg.draft_combo.currentText() == f"{DRAFT} — {SMALL} (Hub)"
-    assert "the draft fits the target: compatible" in dlg.verdict_label.text()
-    assert "fits: needs about" in dlg.memory_label.text()
-    assert dlg.download_pair_button.isEnabled() and not dlg.load_button.isEnabled()
+    qtbot.mouseClick(pair.suggest_button, Qt.MouseButton.LeftButton)  # the suggested draft
+    qtbot.waitUntil(lambda: "✓" in pair.verdict_label.text(), timeout=WAIT_MS)
+    assert pair.draft_combo.currentText() == f"{DRAFT} — {SMALL} (Hub)"
+    assert "the draft fits the target: compatible" in pair.verdict_label.text()
+    assert "fits: needs about" in pair.memory_label.text()
+    assert pair.download_pair_button.isEnabled() and not pair.load_button.isEnabled()
     # only headers were read: ranged GETs, nothing in the store
     gets = hub.requests("GET", "/resolve/")
     assert gets and all(g.range for g in gets)
@@ -200,15 +203,15 @@ def test_download_shows_progress_and_updates_the_installed_list(
 
     dlg.models.dataChanged.connect(record)
     search_and_pick(qtbot, dlg, "tiny-coder", BIG, TARGET)
-    qtbot.mouseClick(dlg.download_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(dlg.hub_tab.download_button, Qt.MouseButton.LeftButton)
     assert dlg.tabs.currentIndex() == 0  # the installed list, with the download in it
     assert entry_state(dlg, TARGET) == DOWNLOADING
-    view = dlg.installed_view
+    view = dlg.installed.view
     assert view.model() is dlg.models
     qtbot.waitUntil(lambda: entry_state(dlg, TARGET) == INSTALLED, timeout=WAIT_MS)
     assert any(0 < f < 1 for f in seen), seen
     assert seen == sorted(seen)
-    assert dlg.installed_status.text() == f"{TARGET} downloaded and verified"
+    assert dlg.installed.status.text() == f"{TARGET} downloaded and verified"
     row = dlg.models.row_of(TARGET)
     assert row is not None
     index = dlg.models.index(row, ModelListModel.STATUS_COLUMN)
@@ -216,10 +219,10 @@ def test_download_shows_progress_and_updates_the_installed_list(
     assert dlg.models.index(row, 1).data() == "F32"  # the header's quantisation
     assert (store.root / TARGET).is_file()
     # the pair chooser now offers the installed file; with no draft it can be loaded
-    qtbot.waitUntil(lambda: dlg.load_button.isEnabled(), timeout=WAIT_MS)
-    assert dlg.target_combo.currentText() == f"{TARGET} (installed)"
+    qtbot.waitUntil(lambda: dlg.pair_box.load_button.isEnabled(), timeout=WAIT_MS)
+    assert dlg.pair_box.target_combo.currentText() == f"{TARGET} (installed)"
     with qtbot.waitSignal(dlg.pairChosen, timeout=WAIT_MS) as signal:
-        qtbot.mouseClick(dlg.load_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(dlg.pair_box.load_button, Qt.MouseButton.LeftButton)
     assert signal.args == [str(store.root / TARGET), ""]
 
 
@@ -229,10 +232,10 @@ def test_cancel_then_resume(
     dlg = make_dialog()
     hub.hold_after(BIG, TARGET, 1 << 20)
     search_and_pick(qtbot, dlg, "tiny-coder", BIG, TARGET)
-    qtbot.mouseClick(dlg.download_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(dlg.hub_tab.download_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: done_bytes(dlg, TARGET) >= 1 << 20, timeout=WAIT_MS)
-    assert dlg.selected_key() == TARGET and dlg.cancel_button.isEnabled()
-    qtbot.mouseClick(dlg.cancel_button, Qt.MouseButton.LeftButton)
+    assert dlg.installed.selected_key() == TARGET and dlg.installed.cancel_button.isEnabled()
+    qtbot.mouseClick(dlg.installed.cancel_button, Qt.MouseButton.LeftButton)
     hub.release()
     qtbot.waitUntil(lambda: entry_state(dlg, TARGET) == PAUSED, timeout=WAIT_MS)
     e = dlg.models.entry(TARGET)
@@ -241,9 +244,9 @@ def test_cancel_then_resume(
     assert not (store.root / TARGET).exists()
     qtbot.waitUntil(lambda: not dlg.downloads.threads(), timeout=WAIT_MS)
 
-    dlg.installed_view.selectRow(dlg.models.row_of(TARGET) or 0)
-    assert dlg.resume_button.isEnabled()
-    qtbot.mouseClick(dlg.resume_button, Qt.MouseButton.LeftButton)
+    dlg.installed.view.selectRow(dlg.models.row_of(TARGET) or 0)
+    assert dlg.installed.resume_button.isEnabled()
+    qtbot.mouseClick(dlg.installed.resume_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: entry_state(dlg, TARGET) == INSTALLED, timeout=WAIT_MS)
     last = hub.requests("GET", f"/{BIG}/resolve/")[-1]
     assert last.range is not None and last.range.startswith("bytes=") and last.range != "bytes=0-"
@@ -256,7 +259,7 @@ def test_partial_download_survives_a_restart(
     first = make_dialog()
     hub.hold_after(BIG, TARGET, 1 << 20)
     search_and_pick(qtbot, first, "tiny-coder", BIG, TARGET)
-    first.download(first.selected_remote())  # type: ignore[arg-type]
+    first.download(first.hub_tab.selected_remote())  # type: ignore[arg-type]
     qtbot.waitUntil(lambda: done_bytes(first, TARGET) >= 1 << 20, timeout=WAIT_MS)
     first.shutdown()  # the application quits: the download is cancelled, its bytes kept
     hub.release()
@@ -264,8 +267,8 @@ def test_partial_download_survives_a_restart(
 
     second = make_dialog()  # the next start: the partial download is listed, resumable
     qtbot.waitUntil(lambda: entry_state(second, TARGET) == PAUSED, timeout=WAIT_MS)
-    second.installed_view.selectRow(second.models.row_of(TARGET) or 0)
-    qtbot.mouseClick(second.resume_button, Qt.MouseButton.LeftButton)
+    second.installed.view.selectRow(second.models.row_of(TARGET) or 0)
+    qtbot.mouseClick(second.installed.resume_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: entry_state(second, TARGET) == INSTALLED, timeout=WAIT_MS)
 
 
@@ -278,13 +281,15 @@ def test_offline_search_message_and_store_still_works(
 ) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     dlg = make_dialog()
-    dlg.import_file(model_files[DRAFT])
+    tab = dlg.hub_tab
+    dlg.installed.import_file(model_files[DRAFT])
     qtbot.waitUntil(lambda: entry_state(dlg, DRAFT) == INSTALLED, timeout=WAIT_MS)
-    dlg.search("tiny")
-    qtbot.waitUntil(lambda: "Offline mode" in dlg.hub_status.text(), timeout=WAIT_MS)
-    assert "Installed models and local files still work" in dlg.hub_status.text()
-    assert dlg.search_button.isEnabled()
-    qtbot.waitUntil(lambda: dlg.load_button.isEnabled(), timeout=WAIT_MS)  # local pair: fine
+    tab.search("tiny")
+    qtbot.waitUntil(lambda: "Offline mode" in tab.status.text(), timeout=WAIT_MS)
+    assert "Installed models and local files still work" in tab.status.text()
+    assert tab.search_button.isEnabled()
+    local_pair_loads = dlg.pair_box.load_button.isEnabled
+    qtbot.waitUntil(local_pair_loads, timeout=WAIT_MS)  # a local pair: fine offline
     wait_idle(qtbot, dlg)
 
 
@@ -297,35 +302,36 @@ def test_import_delete_and_memory_warning(
     tmp_path: Path,
 ) -> None:
     dlg = make_dialog()
+    pair = dlg.pair_box
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"lmgg" + bytes(64))  # the old GGML format
-    dlg.import_file(bad)
+    dlg.installed.import_file(bad)
     qtbot.waitUntil(
-        lambda: "cannot import bad.gguf" in dlg.installed_status.text(), timeout=WAIT_MS
+        lambda: "cannot import bad.gguf" in dlg.installed.status.text(), timeout=WAIT_MS
     )
-    assert "old GGML format" in dlg.installed_status.text()
+    assert "old GGML format" in dlg.installed.status.text()
     for name in (TARGET, DRAFT):
-        dlg.import_file(model_files[name])
+        dlg.installed.import_file(model_files[name])
         qtbot.waitUntil(lambda n=name: entry_state(dlg, n) == INSTALLED, timeout=WAIT_MS)
-    dlg.set_target(store.root / TARGET)
-    dlg.set_draft(store.root / DRAFT)
-    qtbot.waitUntil(lambda: "✓" in dlg.verdict_label.text(), timeout=WAIT_MS)
-    assert dlg.load_button.isEnabled()
+    pair.set_target(store.root / TARGET)
+    pair.set_draft(store.root / DRAFT)
+    qtbot.waitUntil(lambda: "✓" in pair.verdict_label.text(), timeout=WAIT_MS)
+    assert pair.load_button.isEnabled()
 
     dlg.machine = MachineMemory(ram_available=100 << 20, ram_total=200 << 20)  # a tiny machine
-    dlg.ctx_spin.setValue(8192)  # re-plans
-    assert "too big" in dlg.memory_label.text()
+    pair.ctx_spin.setValue(8192)  # re-plans
+    assert "too big" in pair.memory_label.text()
     with qtbot.assertNotEmitted(dlg.pairChosen):
-        qtbot.mouseClick(dlg.load_button, Qt.MouseButton.LeftButton)
-    assert "will probably not fit" in dlg.memory_label.text()
-    assert dlg.load_button.text() == "Load anyway"
+        qtbot.mouseClick(pair.load_button, Qt.MouseButton.LeftButton)
+    assert "will probably not fit" in pair.memory_label.text()
+    assert pair.load_button.text() == "Load anyway"
     with qtbot.waitSignal(dlg.pairChosen, timeout=WAIT_MS) as signal:
-        qtbot.mouseClick(dlg.load_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(pair.load_button, Qt.MouseButton.LeftButton)
     assert signal.args == [str(store.root / TARGET), str(store.root / DRAFT)]
 
-    dlg.delete_model(DRAFT)
+    dlg.installed.delete_model(DRAFT)
     assert dlg.models.entry(DRAFT) is None and not (store.root / DRAFT).exists()
-    assert dlg.draft_combo.findText(f"{DRAFT} (installed)") == -1
+    assert pair.draft_combo.findText(f"{DRAFT} (installed)") == -1
     wait_idle(qtbot, dlg)
 
 
@@ -339,14 +345,15 @@ def test_installed_default_pair_is_preselected_and_loads(
     for path in model_paths:  # the real default pair, linked into the test store
         (store.root / path.name).symlink_to(path)
     dlg = make_dialog()
-    qtbot.waitUntil(lambda: "✓" in dlg.verdict_label.text(), timeout=WAIT_MS)
-    assert dlg.target_combo.currentText() == f"{model_paths[0].name} (installed)"
-    assert dlg.draft_combo.currentText() == f"{model_paths[1].name} (installed)"
-    assert "151936 tokens, identical texts" in dlg.verdict_label.text()
-    qtbot.waitUntil(lambda: dlg.suggestions.count() > 0, timeout=WAIT_MS)  # from the catalog
-    assert dlg.suggestions.currentText() == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF (0.5B, catalog)"
+    pair = dlg.pair_box
+    qtbot.waitUntil(lambda: "✓" in pair.verdict_label.text(), timeout=WAIT_MS)
+    assert pair.target_combo.currentText() == f"{model_paths[0].name} (installed)"
+    assert pair.draft_combo.currentText() == f"{model_paths[1].name} (installed)"
+    assert "151936 tokens, identical texts" in pair.verdict_label.text()
+    qtbot.waitUntil(lambda: pair.suggestions.count() > 0, timeout=WAIT_MS)  # from the catalog
+    assert pair.suggestions.currentText() == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF (0.5B, catalog)"
     with qtbot.waitSignal(dlg.pairChosen, timeout=WAIT_MS) as signal:
-        qtbot.mouseClick(dlg.load_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(pair.load_button, Qt.MouseButton.LeftButton)
     assert signal.args == [
         str(store.root / model_paths[0].name),
         str(store.root / model_paths[1].name),

@@ -13,9 +13,9 @@ from PySide6.QtCore import QTimer, Signal
 
 from specchat.core.state.settings import Settings
 from specchat.core.types import Mode
+from specchat.gui.chat.mode_selector import NO_DRAFT_TIP
 from specchat.gui.main_window import MANAGER_MISSING, MainWindow
-from specchat.gui.mode_selector import NO_DRAFT_TIP
-from specchat.gui.workers import EngineController
+from specchat.gui.threads.engine import EngineController
 
 LOAD_MS = 120_000
 
@@ -57,7 +57,7 @@ def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> 
         timer = QTimer()
         timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
         timer.start(20)
-        w.load_models(target, None)
+        w.loader.load(target, None)
         assert w.models_panel.progress.isVisible() or not w.controller.loading_models
         wait_loaded(qtbot, w)
         timer.stop()
@@ -75,7 +75,7 @@ def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> 
         notes = tmp_path / "notes.gguf"
         notes.write_text("hello, I am not a model\n")
         with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
-            w.open_draft(notes)
+            w.loader.open_draft(notes)
         wait_loaded(qtbot, w)
         assert failed.args[0] == "draft" and "not a usable GGUF" in failed.args[1]
         assert w.banner.isVisible() and w.banner.kind == "error"
@@ -85,7 +85,7 @@ def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> 
         # a GGUF with another vocabulary: refused as a draft, with the reason
         other = tiny_gguf(tmp_path / "other-vocab.gguf")
         with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
-            w.open_draft(other)
+            w.loader.open_draft(other)
         wait_loaded(qtbot, w)
         assert "cannot be used as a draft" in failed.args[1]
         assert w.models.draft is None
@@ -98,12 +98,12 @@ def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> 
         # a broken target leaves the loaded one in place
         engine_before = w.controller.engine
         with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
-            w.open_target(notes)
+            w.loader.open_target(notes)
         wait_loaded(qtbot, w)
         assert failed.args[0] == "target" and w.controller.engine is engine_before
 
         # the real draft: the Draft option comes alive
-        w.open_draft(draft)
+        w.loader.open_draft(draft)
         wait_loaded(qtbot, w)
         assert w.models.draft is not None and draft_button.isEnabled()
         assert "0.5B" in w.models_panel.label.text()
@@ -123,18 +123,18 @@ def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> 
 
 def test_first_run_without_models_explains_how_to_get_them(qtbot, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "empty-store"))
-    monkeypatch.setitem(sys.modules, "specchat.gui.model_manager", None)  # not in this build
+    monkeypatch.setitem(sys.modules, "specchat.gui.models.manager", None)  # not in this build
     w = MainWindow(controller=EngineController())
     qtbot.addWidget(w)
     w.show()
     try:
         qtbot.waitUntil(w.banner.isVisible, timeout=5_000)
         assert "specchat-cli models fetch-default" in w.banner.text()
-        assert not w.send_button.isEnabled() and not w.compare_action.isEnabled()
+        assert not w.send_button.isEnabled() and not w.menus.compare.isEnabled()
         assert w.models.target is None
         w.open_model_manager()
         assert w.banner.text() == MANAGER_MISSING
-        w.use_default_pair()  # not installed: explains instead of failing
+        w.loader.use_default_pair()  # not installed: explains instead of failing
         assert "fetch-default" in w.banner.text()
     finally:
         w.close()
@@ -146,9 +146,9 @@ def test_model_manager_is_opened_lazily_and_its_choice_loads(qtbot, tmp_path, mo
     class FakeManager(QDialog):  # stands in for the dialog another module provides
         pairChosen = Signal(str, str)
 
-    module = types.ModuleType("specchat.gui.model_manager")
+    module = types.ModuleType("specchat.gui.models.manager")
     module.ModelManagerDialog = FakeManager  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "specchat.gui.model_manager", module)
+    monkeypatch.setitem(sys.modules, "specchat.gui.models.manager", module)
     w = MainWindow(controller=EngineController(), autoload=False)
     qtbot.addWidget(w)
     try:

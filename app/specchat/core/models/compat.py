@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .gguf import TOKEN_CONTROL, TOKEN_UNUSED, TOKEN_USER_DEFINED, GGUFInfo
+from .gguf_info import TOKEN_CONTROL, TOKEN_UNUSED, TOKEN_USER_DEFINED, GGUFInfo
 
 __all__ = [
     "MAX_VOCAB_SIZE_DIFFERENCE",

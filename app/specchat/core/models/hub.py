@@ -1,5 +1,6 @@
-"""The Hugging Face Hub as seen by SpecChat: find GGUF repos, list their model files, and read
-a file's GGUF header with HTTP range requests (a few megabytes instead of the whole model).
+"""The Hugging Face Hub as seen by SpecChat: find GGUF repos, list their model files, look up
+a file's size and checksum, and read its GGUF header with HTTP range requests (a few megabytes
+instead of the whole model; :mod:`.hub_header`). The values and errors are in :mod:`.remote`.
 
 Everything goes through `huggingface_hub` (its `HfApi`, its HTTP session and error types), so
 ``HF_ENDPOINT``, ``HF_TOKEN``, proxies and ``HF_HUB_OFFLINE`` behave as in every other HF tool.
@@ -12,13 +13,10 @@ default), and offline mode is checked on every call, so both can change while th
 from __future__ import annotations
 
 import os
-import re
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import PurePosixPath
 from urllib.parse import urlparse
 
 import httpx2
@@ -32,10 +30,23 @@ from huggingface_hub.errors import (
     RepositoryNotFoundError,
     RevisionNotFoundError,
 )
-from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+from huggingface_hub.utils import build_hf_headers
 
-from .gguf import GGUFError, GGUFInfo, NeedMoreData, parse_gguf_prefix
-from .store import split_part
+from . import hub_header
+from .hub_header import HEADER_MAX_BYTES
+from .remote import (
+    HubError,
+    HubNotFound,
+    HubOffline,
+    RemoteFile,
+    RemoteFileMeta,
+    RemoteHeader,
+    RemoteModel,
+    RepoSummary,
+    group_gguf_files,
+    parse_quant,
+)
+from .split_names import split_part
 
 __all__ = [
     "HubClient",
@@ -57,186 +68,6 @@ ENV_OFFLINE = "HF_HUB_OFFLINE"
 PROBE_TIMEOUT_S = 3.0
 REQUEST_TIMEOUT_S = 15.0
 PROBE_CACHE_S = 60.0
-HEADER_FIRST_READ = 3 << 20  # a 150k-token vocabulary makes a ~6 MB header: two reads
-HEADER_GROWTH = 2.0
-HEADER_MAX_BYTES = 64 << 20
-_STREAM_CHUNK = 256 << 10
-
-# Quantisation labels as llama.cpp and the common quantisers write them in file names.
-_QUANT_RE = re.compile(
-    r"(?<![A-Za-z0-9])("
-    r"I?Q\d(?:_[A-Z0-9]+)*"  # Q4_K_M, Q8_0, IQ4_XS, IQ2_XXS, Q4_0_4_4
-    r"|TQ\d_\d"  # ternary
-    r"|MXFP4(?:_MOE)?"
-    r"|BF16|F16|F32|FP16|FP32"
-    r")(?![A-Za-z0-9])",
-    re.IGNORECASE,
-)
-_SHA256_RE = re.compile(r"[0-9a-f]{64}")
-_SHA1_RE = re.compile(r"[0-9a-f]{40}")
-
-
-class HubError(RuntimeError):
-    """The Hub could not do what was asked; the message is meant for the user."""
-
-
-class HubOffline(HubError):
-    """Offline mode is on, or the Hub cannot be reached at all."""
-
-
-class HubNotFound(HubError):
-    """The repository, revision or file does not exist (or is private)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# File names
-
-
-def parse_quant(filename: str) -> str | None:
-    """The quantisation label in a GGUF file name (``Q4_K_M``, ``IQ4_XS``, ``F16``…), or None."""
-    stem = PurePosixPath(filename).name
-    parts = split_part(stem)
-    stem = parts[0] if parts else stem.removesuffix(".gguf").removesuffix(".GGUF")
-    found = _QUANT_RE.findall(stem.replace(".", "-"))
-    if not found:
-        return None
-    label = found[-1].upper()  # the last match: "Q4_K_M" in "model-Q8-Q4_K_M"
-    return {"FP16": "F16", "FP32": "F32"}.get(label, label)
-
-
-# ---------------------------------------------------------------------------------------------
-# Results
-
-
-@dataclass(frozen=True)
-class RepoSummary:
-    """One search hit."""
-
-    repo_id: str
-    downloads: int | None = None
-    likes: int | None = None
-    gated: bool = False
-
-    @property
-    def author(self) -> str:
-        return self.repo_id.split("/", 1)[0]
-
-    @property
-    def name(self) -> str:
-        return self.repo_id.split("/", 1)[-1]
-
-
-@dataclass(frozen=True)
-class RemoteFile:
-    """One file in a repo; ``sha256`` is the LFS checksum where the Hub gives one."""
-
-    path: str
-    size: int | None = None
-    sha256: str | None = None
-
-
-@dataclass(frozen=True)
-class RemoteModel:
-    """One GGUF model in a repo: a single file, or all parts of a split model in order."""
-
-    repo_id: str
-    files: tuple[RemoteFile, ...]
-    revision: str | None = None  # the commit the listing came from
-
-    @property
-    def first(self) -> RemoteFile:
-        return self.files[0]
-
-    @property
-    def name(self) -> str:
-        """File name shown to users (a split model by its first part)."""
-        return PurePosixPath(self.first.path).name
-
-    @property
-    def display_name(self) -> str:
-        parts = split_part(self.name)
-        if parts is None:
-            return self.name
-        return f"{parts[0]}.gguf ({parts[2]} parts)"
-
-    @property
-    def ref(self) -> str:
-        """``owner/repo/path/in/repo.gguf``: accepted by the CLI and :func:`parse_model_ref`."""
-        return f"{self.repo_id}/{self.first.path}"
-
-    @property
-    def size(self) -> int | None:
-        sizes = [f.size for f in self.files]
-        return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
-
-    @property
-    def split_count(self) -> int:
-        return len(self.files)
-
-    @property
-    def quant(self) -> str | None:
-        return parse_quant(self.name)
-
-
-def group_gguf_files(
-    repo_id: str, files: Iterable[RemoteFile], revision: str | None = None
-) -> list[RemoteModel]:
-    """GGUF files of a repo as models: split parts joined, incomplete splits dropped, smallest
-    first. ``mmproj`` (vision projector) files are not models on their own and are left out."""
-    singles: list[RemoteModel] = []
-    splits: dict[tuple[str, str, int], dict[int, RemoteFile]] = {}
-    for f in files:
-        name = PurePosixPath(f.path).name
-        if not name.lower().endswith(".gguf") or name.lower().startswith("mmproj"):
-            continue
-        parts = split_part(name)
-        if parts is None:
-            singles.append(RemoteModel(repo_id, (f,), revision))
-            continue
-        base, index, count = parts
-        folder = str(PurePosixPath(f.path).parent)
-        splits.setdefault((folder, base, count), {})[index] = f
-    for (_, _, count), found in splits.items():
-        if len(found) == count:
-            singles.append(
-                RemoteModel(repo_id, tuple(found[i] for i in range(1, count + 1)), revision)
-            )
-    return sorted(singles, key=lambda m: (m.size is None, m.size or 0, m.name))
-
-
-@dataclass(frozen=True)
-class RemoteFileMeta:
-    """What a HEAD request on the file's resolve URL says."""
-
-    repo_id: str
-    filename: str
-    url: str  # where to GET the bytes (the CDN location when the Hub redirects)
-    size: int | None
-    etag: str | None
-    commit: str | None
-
-    @property
-    def sha256(self) -> str | None:
-        """The LFS SHA-256 (the Hub's linked ETag of an LFS file)."""
-        etag = (self.etag or "").lower()
-        return etag if _SHA256_RE.fullmatch(etag) else None
-
-    @property
-    def git_sha1(self) -> str | None:
-        """The git blob id, for files stored in git itself (not LFS)."""
-        etag = (self.etag or "").lower()
-        return etag if _SHA1_RE.fullmatch(etag) else None
-
-
-@dataclass(frozen=True)
-class RemoteHeader:
-    info: GGUFInfo
-    bytes_read: int
-    meta: RemoteFileMeta
-
-
-# ---------------------------------------------------------------------------------------------
-# Client
 
 
 def offline_env() -> bool:
@@ -305,7 +136,9 @@ class HubClient:
             self._last_ok = time.monotonic()
 
     @contextmanager
-    def _errors(self, action: str, repo_id: str = "", filename: str = "") -> Iterator[None]:
+    def translate_errors(
+        self, action: str, repo_id: str = "", filename: str = ""
+    ) -> Iterator[None]:
         """Turn huggingface_hub/httpx2 exceptions into HubErrors that say what went wrong."""
         try:
             yield
@@ -366,7 +199,7 @@ class HubClient:
         """GGUF repos whose name contains ``query``, most downloaded first."""
         self.ensure_online()
         action = f"searching for {query!r}"
-        with self._errors(action):
+        with self.translate_errors(action):
             found = self.api.list_models(
                 search=query.strip() or None, filter="gguf", sort="downloads", limit=limit
             )
@@ -379,7 +212,7 @@ class HubClient:
     def list_models(self, repo_id: str, revision: str | None = None) -> list[RemoteModel]:
         """The GGUF models in a repo (with sizes and LFS checksums), smallest first."""
         self.ensure_online()
-        with self._errors(f"listing the files of {repo_id}", repo_id):
+        with self.translate_errors(f"listing the files of {repo_id}", repo_id):
             info = self.api.model_info(
                 repo_id, revision=revision, files_metadata=True, timeout=self.timeout
             )
@@ -410,7 +243,7 @@ class HubClient:
         """HEAD the file's resolve URL: size, checksum, commit and where to download from."""
         self.ensure_online()
         url = hf_hub_url(repo_id, filename, revision=revision, endpoint=self.endpoint)
-        with self._errors(f"looking up {filename}", repo_id, filename):
+        with self.translate_errors(f"looking up {filename}", repo_id, filename):
             meta = get_hf_file_metadata(url, token=self.token, timeout=self.timeout)
         return RemoteFileMeta(
             repo_id=repo_id,
@@ -423,33 +256,7 @@ class HubClient:
 
     def read_range(self, meta: RemoteFileMeta, start: int, end: int) -> bytes:
         """Bytes ``[start, end)`` of a file (also correct when a server ignores Range)."""
-        headers = self.request_headers(meta.url)
-        headers["Range"] = f"bytes={start}-{end - 1}"
-        headers["Accept-Encoding"] = "identity"
-        out = bytearray()
-        with (
-            self._errors(f"reading {meta.filename}", meta.repo_id, meta.filename),
-            http_stream_backoff(
-                "GET",
-                meta.url,
-                headers=headers,
-                timeout=self.timeout,
-                max_retries=2,
-                base_wait_time=0.5,
-                max_wait_time=2,
-                retry_on_status_codes=(429, 500, 502, 503, 504),
-            ) as response,
-        ):
-            hf_raise_for_status(response)
-            skip = start if response.status_code == 200 else 0  # Range ignored: whole file
-            for chunk in response.iter_bytes(_STREAM_CHUNK):
-                if skip:
-                    cut = min(skip, len(chunk))
-                    chunk, skip = chunk[cut:], skip - cut
-                out += chunk
-                if len(out) >= end - start:
-                    break
-        return bytes(out[: end - start])
+        return hub_header.read_range(self, meta, start, end)
 
     def read_header(
         self,
@@ -460,35 +267,7 @@ class HubClient:
         max_bytes: int = HEADER_MAX_BYTES,
     ) -> RemoteHeader:
         """Parse a remote GGUF file's header from its first bytes (range requests, growing)."""
-        meta = self.file_metadata(repo_id, filename, revision)
-        size = meta.size
-        name = PurePosixPath(filename).name
-        data = bytearray()
-        want = HEADER_FIRST_READ if size is None else min(HEADER_FIRST_READ, size)
-        while True:
-            start = len(data)
-            chunk = self.read_range(meta, start, want)
-            data += chunk
-            if size is None and len(data) < want:
-                size = len(data)  # the server had no more: that is the whole file
-            try:
-                info = parse_gguf_prefix(data, name=name, file_size=size)
-            except NeedMoreData as e:
-                if len(data) >= max_bytes:
-                    raise HubError(
-                        f"{name}: the GGUF header is larger than {max_bytes >> 20} MiB; "
-                        "not reading further"
-                    ) from None
-                if not chunk:
-                    raise HubError(
-                        f"{name}: the Hub sent no more data after {len(data):,} bytes"
-                    ) from None
-                want = max(e.needed, int(len(data) * HEADER_GROWTH))
-                want = min(want, max_bytes) if size is None else min(want, size, max_bytes)
-                continue
-            except GGUFError as e:
-                raise HubError(f"{repo_id}/{filename} is not a usable GGUF file: {e}") from None
-            return RemoteHeader(info, len(data), meta)
+        return hub_header.read_header(self, repo_id, filename, revision, max_bytes=max_bytes)
 
 
 def _connect_reason(exc: BaseException) -> str:

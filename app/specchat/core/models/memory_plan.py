@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from .gguf import GGUFInfo
+from specchat.core.units import format_bytes
+
+from .gguf_info import GGUFInfo
 
 __all__ = [
     "Fit",
@@ -63,11 +65,6 @@ class ModelFootprint:
         return int((self.kv_bytes_per_token or 0) * n_ctx)
 
 
-def _gib(n: float) -> str:
-    """Decimal units, like file sizes everywhere else in the app."""
-    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
-
-
 class Fit:
     FITS = "fits"
     TIGHT = "tight"
@@ -105,16 +102,17 @@ class MemoryPlan:
 
     def summary(self) -> str:
         parts = [
-            f"needs about {_gib(self.total)} at {self.n_ctx:,} tokens of context "
-            f"(weights {_gib(self.target_weights + self.draft_weights)}, "
-            f"KV caches {_gib(self.target_kv + self.draft_kv)}, buffers {_gib(self.overhead)})"
+            f"needs about {format_bytes(self.total)} at {self.n_ctx:,} tokens of context "
+            f"(weights {format_bytes(self.target_weights + self.draft_weights)}, "
+            f"KV caches {format_bytes(self.target_kv + self.draft_kv)}, "
+            f"buffers {format_bytes(self.overhead)})"
         ]
-        parts.append(f"{_gib(self.machine.ram_available)} of RAM available")
+        parts.append(f"{format_bytes(self.machine.ram_available)} of RAM available")
         if self.vram_needed:
             free = self.machine.vram_free
             parts.append(
-                f"{_gib(self.vram_needed)} on the GPU"
-                + (f" ({_gib(free)} free)" if free is not None else "")
+                f"{format_bytes(self.vram_needed)} on the GPU"
+                + (f" ({format_bytes(free)} free)" if free is not None else "")
             )
         text = "; ".join(parts)
         if self.warnings:
@@ -157,9 +155,9 @@ def plan_memory(
     warnings: list[str] = []
     if ram > machine.ram_available:
         warnings.append(
-            f"This will not fit in RAM: it needs about {_gib(ram)} but only "
-            f"{_gib(machine.ram_available)} is available. Choose a smaller context, a smaller "
-            "quantisation, or close other programs."
+            f"This will not fit in RAM: it needs about {format_bytes(ram)} but only "
+            f"{format_bytes(machine.ram_available)} is available. Choose a smaller context, "
+            "a smaller quantisation, or close other programs."
         )
     if vram:
         if machine.vram_free is None:
@@ -169,8 +167,8 @@ def plan_memory(
             )
         elif vram > machine.vram_free:
             warnings.append(
-                f"The GPU part will not fit: it needs about {_gib(vram)} but only "
-                f"{_gib(machine.vram_free)} of VRAM is free. Offload fewer layers."
+                f"The GPU part will not fit: it needs about {format_bytes(vram)} but only "
+                f"{format_bytes(machine.vram_free)} of VRAM is free. Offload fewer layers."
             )
     for role, model in (("target", target), ("draft", draft)):
         if model is not None and model.kv_bytes_per_token is None:

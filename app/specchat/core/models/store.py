@@ -14,68 +14,56 @@ file is never taken for a model.
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
 import json
 import os
-import re
-import shutil
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
+from .fileops import (
+    CHUNK_SIZE,
+    HashProgress,
+    StoreError,
+    atomic_install,
+    remove_files,
+    sha256_file,
+)
 from .gguf import GGUFError, GGUFInfo, read_gguf_info
+from .progress import Cancelled
+from .split_names import model_part_names, split_name, split_part
+from .store_import import import_model
 
 if TYPE_CHECKING:
     from specchat.core.models.catalog import CatalogModel
 
+__all__ = [
+    "CHUNK_SIZE",
+    "PART_META_SUFFIX",
+    "PART_SUFFIX",
+    "VERIFIED_SUFFIX",
+    "HashProgress",
+    "ImportCancelled",
+    "InstalledModel",
+    "ModelStore",
+    "PartialDownload",
+    "StoreError",
+    "atomic_install",
+    "default_models_dir",
+    "model_part_names",
+    "sha256_file",
+    "split_name",
+    "split_part",
+]
+
 ENV_MODELS_DIR = "SPECCHAT_MODELS_DIR"
-CHUNK_SIZE = 1024 * 1024  # 1 MiB
 PART_SUFFIX = ".part"
 PART_META_SUFFIX = ".part.json"
 VERIFIED_SUFFIX = ".verified"
-IMPORT_DISK_MARGIN = 64 << 20  # bytes kept free besides the imported file
 
-_SPLIT_RE = re.compile(r"^(?P<base>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
-
-HashProgress = Callable[[int, int], None]  # (done_bytes, total_bytes)
-
-
-class StoreError(RuntimeError):
-    """A store operation failed; the message is meant for the user."""
-
-
-class ImportCancelled(Exception):
-    """An import was cancelled; nothing was added to the store."""
-
-
-def split_part(file_name: str) -> tuple[str, int, int] | None:
-    """``(base, index, count)`` for a split file like ``m-00002-of-00003.gguf``, else None."""
-    m = _SPLIT_RE.match(Path(file_name.replace("\\", "/")).name)
-    if m is None:
-        return None
-    index, count = int(m["index"]), int(m["count"])
-    if not 1 <= index <= count:
-        return None
-    return m["base"], index, count
-
-
-def split_name(base: str, index: int, count: int) -> str:
-    """The file name of part ``index`` of ``count``."""
-    return f"{base}-{index:05d}-of-{count:05d}.gguf"
-
-
-def model_part_names(file_name: str) -> list[str]:
-    """All file names of the model ``file_name`` belongs to (itself when it is not split)."""
-    parts = split_part(file_name)
-    if parts is None:
-        return [file_name]
-    base, _, count = parts
-    return [split_name(base, i, count) for i in range(1, count + 1)]
+ImportCancelled = Cancelled  # the former name: an import raises the shared Cancelled
 
 
 @dataclass(frozen=True)
@@ -148,50 +136,6 @@ def default_models_dir() -> Path:
     if env:
         return Path(env).expanduser()
     return Path(platformdirs.user_data_dir("specchat", appauthor=False)) / "models"
-
-
-def sha256_file(path: Path, progress: HashProgress | None = None) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks; ``progress(done, total)`` after each.
-
-    An exception raised by ``progress`` aborts the hashing (used for cancellation).
-    """
-    total = path.stat().st_size
-    h = hashlib.sha256()
-    done = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK_SIZE):
-            h.update(chunk)
-            done += len(chunk)
-            if progress is not None:
-                progress(done, total)
-    return h.hexdigest()
-
-
-def _fsync_dir(directory: Path) -> None:
-    if os.name != "posix":
-        return  # directories cannot be opened for fsync on Windows; NTFS journals the rename
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_install(tmp_path: Path, final_path: Path) -> None:
-    """Flush ``tmp_path`` to disk and rename it to ``final_path`` in one step.
-
-    Both must be on the same file system (keep temp files in the store directory). An existing
-    ``final_path`` is replaced.
-    """
-    with open(tmp_path, "r+b") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp_path, final_path)
-    _fsync_dir(final_path.parent)
 
 
 class ModelStore:
@@ -415,14 +359,9 @@ class ModelStore:
         for name in model_part_names(file_name):
             path = self.path_for(name)
             existed = path.is_file() or existed
-            for p in (
-                path,
-                self._sidecar(path),
-                self.part_path_for(name),
-                self.part_meta_path_for(name),
-            ):
-                with contextlib.suppress(FileNotFoundError):
-                    p.unlink()
+            remove_files(
+                path, self._sidecar(path), self.part_path_for(name), self.part_meta_path_for(name)
+            )
         with self._cache_lock:
             for name in model_part_names(file_name):
                 self._info_cache.pop(self.root / name, None)
@@ -440,94 +379,11 @@ class ModelStore:
 
         The file is validated first (a complete, readable GGUF), then copied to ``.part`` files
         while hashing and renamed into place. Raises :class:`StoreError` (invalid file, name
-        taken by a different model, not enough disk) or :class:`ImportCancelled`.
+        taken by a different model, :class:`~.fileops.NotEnoughDiskSpace`) or
+        :class:`~.progress.Cancelled`.
         """
-        src = Path(source).expanduser()
-        try:
-            read_gguf_info(src)
-        except GGUFError as e:
-            raise StoreError(f"cannot import {src.name}: {e}") from None
-        sources = [src.with_name(n) for n in model_part_names(src.name)]
-        for part in sources:
-            if not part.is_file():
-                raise StoreError(f"cannot import {src.name}: part {part.name} is missing")
-            if part != src:
-                try:
-                    read_gguf_info(part)
-                except GGUFError as e:
-                    raise StoreError(f"cannot import {src.name}: {e}") from None
-        if all(p.resolve() == (self.root / p.name).resolve() for p in sources):
-            model = self.model(sources[0].name)
-            if model is not None:
-                return model
-        todo = [p for p in sources if not self._same_file_installed(p)]
-        total = sum(p.stat().st_size for p in todo)
-        free = shutil.disk_usage(self.root).free
-        if free < total + IMPORT_DISK_MARGIN:
-            raise StoreError(
-                f"not enough free disk space in {self.root} to import {src.name}: it needs "
-                f"{_mib(total + IMPORT_DISK_MARGIN)}, only {_mib(free)} is free"
-            )
-        done = 0
-        for part in todo:
-            done = self._copy_in(part, done, total, progress, cancel)
-        model = self.model(sources[0].name)
-        if model is None:  # pragma: no cover - we just installed it
-            raise StoreError(f"{src.name} was copied but cannot be listed")
-        return model
-
-    def _same_file_installed(self, source: Path) -> bool:
-        """True when the store already has this exact file; StoreError when the name is taken
-        by a different one."""
-        dest = self.path_for(source.name)
-        if not dest.is_file():
-            return False
-        if dest.stat().st_size == source.stat().st_size and self.file_sha256(dest) == sha256_file(
-            source
-        ):
-            return True
-        raise StoreError(
-            f"a different model named {source.name} is already installed; delete it first "
-            "or rename the file you are importing"
-        )
-
-    def _copy_in(
-        self,
-        source: Path,
-        done: int,
-        total: int,
-        progress: HashProgress | None,
-        cancel: threading.Event | None,
-    ) -> int:
-        final = self.path_for(source.name)
-        tmp = self.part_path_for(source.name)
-        h = hashlib.sha256()
-        try:
-            with open(source, "rb") as src, open(tmp, "wb") as out:
-                while chunk := src.read(CHUNK_SIZE):
-                    if cancel is not None and cancel.is_set():
-                        raise ImportCancelled(f"importing {source.name} was cancelled")
-                    out.write(chunk)
-                    h.update(chunk)
-                    done += len(chunk)
-                    if progress is not None:
-                        progress(done, total)
-            read_gguf_info(tmp)  # the copy, not only the original, must be whole
-            atomic_install(tmp, final)
-        except OSError as e:
-            raise StoreError(f"importing {source.name} failed: {e.strerror or e}") from None
-        except GGUFError as e:
-            raise StoreError(f"importing {source.name} failed: the copy is damaged ({e})") from None
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-        self.record_verified(final, h.hexdigest())
-        return done
+        return import_model(self, Path(source).expanduser(), progress, cancel)
 
 
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
-
-
-def _mib(n: int) -> str:
-    return f"{n / (1 << 20):,.1f} MiB"

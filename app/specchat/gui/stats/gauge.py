@@ -15,8 +15,8 @@ from PySide6.QtCore import QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from ..core.types import GenerationStats, Mode
-from .stats_text import mode_label
+from ...core.types import GenerationStats, Mode
+from .stats_text import NONE, acceptance_text, mean_accepted_text, mode_label, ttft_text
 
 POLL_MS = 200
 
@@ -85,22 +85,14 @@ class SpecGauge(QWidget):
         """What the gauge shows now, as text (for tests and accessibility)."""
         st = self.stats
         if st is None:
-            return {"acceptance": "—", "mode": ""}
-        rate = st.acceptance_rate
-        if st.mode == Mode.OFF.value:
-            acceptance = "off"
-        elif rate is None:
-            acceptance = "—"
-        else:
-            acceptance = f"{rate:.0%}"
-        mal = st.mean_accepted_length
+            return {"acceptance": NONE, "mode": ""}
         return {
             "mode": mode_label(st.mode),
-            "acceptance": acceptance,
+            "acceptance": acceptance_text(st),
             "accepted": f"{st.accepted}/{st.drafted}",
-            "mean_accepted_length": "—" if mal is None else f"{mal:.2f}",
+            "mean_accepted_length": mean_accepted_text(st),
             "tokens_per_s": f"{st.tokens_per_s:.1f}",
-            "ttft": f"{st.ttft_s * 1000:.0f} ms" if st.tokens else "—",
+            "ttft": ttft_text(st),
             "tokens": str(st.tokens),
             "positions": [round(x, 3) for x in st.per_position_acceptance],
             "note": st.note,
@@ -138,7 +130,7 @@ class SpecGauge(QWidget):
         big.setPointSizeF(self.font().pointSizeF() * 2.3)
         big.setBold(True)
         p.setFont(big)
-        p.setPen(fg if f["acceptance"] not in ("off", "—") else dim)
+        p.setPen(fg if f["acceptance"] not in ("off", NONE) else dim)
         center = QRectF(dial.left(), dial.top() + size * 0.28, size, size * 0.32)
         p.drawText(center, Qt.AlignmentFlag.AlignCenter, f["acceptance"])
         small = QFont(self.font())
@@ -163,9 +155,9 @@ class SpecGauge(QWidget):
         # figures
         y = dial.bottom() + 6
         rows = [
-            ("Mean accepted length", f.get("mean_accepted_length", "—")),
-            ("Tokens/s", f.get("tokens_per_s", "—")),
-            ("Time to first token", f.get("ttft", "—")),
+            ("Mean accepted length", f.get("mean_accepted_length", NONE)),
+            ("Tokens/s", f.get("tokens_per_s", NONE)),
+            ("Time to first token", f.get("ttft", NONE)),
         ]
         line = self.fontMetrics().height() + 3
         p.setFont(self.font())

@@ -6,8 +6,9 @@ from html import escape
 
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
-from ..core.engine import LoadedModelInfo
-from .workers import ModelsInfo
+from ...core.engine import LoadedModelInfo
+from ...core.units import format_bytes
+from ..threads.engine import ModelsInfo
 
 
 def offload_text(n_gpu_layers: int) -> str:
@@ -23,7 +24,7 @@ def model_line(role: str, info: LoadedModelInfo | None) -> str:
         return f"<b>{role}:</b> <i>none</i>"
     details = [
         info.quantization or "?",
-        f"{info.size_bytes / 1e9:.2f} GB",
+        format_bytes(info.size_bytes),
         offload_text(info.n_gpu_layers),
         f"ctx {info.n_ctx}",
         f"{info.n_threads} threads",

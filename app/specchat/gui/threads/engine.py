@@ -17,11 +17,11 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ..core.bench.compare import run_comparison
-from ..core.decoding.runtime import RuntimeConfig
-from ..core.engine import Engine, LoadedModelInfo, Message
-from ..core.types import GenerationParams, Mode
-from .errors import readable_error
+from ...core.bench.compare import run_comparison
+from ...core.decoding.runtime import RuntimeConfig
+from ...core.engine import Engine, LoadedModelInfo, Message
+from ...core.types import GenerationParams, Mode
+from ..errors import readable_error
 
 log = logging.getLogger(__name__)
 

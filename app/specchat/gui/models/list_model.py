@@ -1,16 +1,13 @@
 """The model list: one Qt table model that is the single source of truth for what is installed
-and what is downloading, the delegate that draws its progress bars, and the threads that work
-off the GUI thread (downloads, and short tasks such as searches and header reads).
+and what is downloading, and the delegate that draws its progress bars.
 
-Every view of models (the manager's table, the pair choosers) reads `ModelListModel`. Only
-`DownloadManager` changes download state, and only through the model's slots, which run on the
-GUI thread: a `DownloadThread` reports through queued signals.
+Every view of models (the manager's table, the pair chooser) reads `ModelListModel`. Only
+`threads.downloads.DownloadManager` changes download state, and only through the model's slots,
+which run on the GUI thread.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -21,8 +18,6 @@ from PySide6.QtCore import (
     QObject,
     QPersistentModelIndex,
     Qt,
-    QThread,
-    Signal,
     Slot,
 )
 from PySide6.QtGui import QPainter
@@ -35,9 +30,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.models.download import DownloadCancelled, Downloader, DownloadProgress
-from ..core.models.hub import RemoteModel, parse_quant
-from ..core.models.store import InstalledModel, ModelStore, PartialDownload
+from ...core.models.download import DownloadProgress
+from ...core.models.hub import RemoteModel, parse_quant
+from ...core.models.store import InstalledModel, ModelStore, PartialDownload
+from ...core.units import format_bytes, format_duration
 
 INSTALLED = "installed"
 DOWNLOADING = "downloading"
@@ -45,21 +41,6 @@ PAUSED = "paused"  # a partial download that can be resumed
 FAILED = "failed"
 
 ModelIndex = QModelIndex | QPersistentModelIndex
-
-
-def human_size(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n >= 1e9:
-        return f"{n / 1e9:.2f} GB"
-    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.0f} KB"
-
-
-def human_eta(seconds: float | None) -> str:
-    if seconds is None:
-        return ""
-    s = int(seconds)
-    return f"{s // 3600}h{s // 60 % 60:02d}m" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
 
 
 @dataclass(frozen=True)
@@ -98,11 +79,13 @@ class ModelEntry:
                 self.stage, self.message
             )
         if self.state == DOWNLOADING:
-            speed = f"{self.speed / 1e6:.1f} MB/s" if self.speed else ""
-            eta = f"{human_eta(self.eta)} left" if self.eta is not None else ""
+            speed = f"{format_bytes(self.speed)}/s" if self.speed else ""
+            eta = f"{format_duration(self.eta)} left" if self.eta is not None else ""
             return " · ".join(x for x in (pct, speed, eta) if x) or self.message
         if self.state == PAUSED:
-            return f"paused at {pct or human_size(self.done)}: {self.message or 'resume to finish'}"
+            return (
+                f"paused at {pct or format_bytes(self.done)}: {self.message or 'resume to finish'}"
+            )
         return f"failed: {self.message}"
 
 
@@ -173,7 +156,7 @@ class ModelListModel(QAbstractTableModel):
         if role == self.ProgressRole:
             return e.fraction
         if role == Qt.ItemDataRole.DisplayRole:
-            return (e.key, e.quant or "", human_size(e.total), e.status_text)[index.column()]
+            return (e.key, e.quant or "", format_bytes(e.total), e.status_text)[index.column()]
         if role == Qt.ItemDataRole.ToolTipRole:
             return e.message or str(e.path or e.key)
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() == 2:
@@ -279,203 +262,3 @@ class ProgressDelegate(QStyledItemDelegate):
         bar.state = state | QStyle.StateFlag.State_Horizontal
         bar.palette = option.palette  # type: ignore[attr-defined]
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter, widget)
-
-
-class DownloadThread(QThread):
-    """Runs one download off the GUI thread; reports through signals only."""
-
-    progressed = Signal(object)  # DownloadProgress
-    succeeded = Signal(str, object)  # key, InstalledModel | None
-    failed = Signal(str, str, bool)  # key, message, cancelled
-
-    def __init__(
-        self, downloader: Downloader, source: RemoteModel | str, key: str, parent: QObject
-    ) -> None:
-        super().__init__(parent)
-        self.downloader, self.source, self.key = downloader, source, key
-        self._cancel = threading.Event()
-
-    def cancel(self) -> None:
-        self._cancel.set()
-
-    def run(self) -> None:
-        try:
-            if isinstance(self.source, RemoteModel):
-                path = self.downloader.download(
-                    self.source, progress=self.progressed.emit, cancel=self._cancel
-                )
-            else:
-                owner, name, filename = self.source.split("/", 2)
-                path = self.downloader.download_file(
-                    f"{owner}/{name}", filename, progress=self.progressed.emit, cancel=self._cancel
-                )
-            self.succeeded.emit(self.key, self.downloader.store.model(path.name))
-        except DownloadCancelled as e:
-            self.failed.emit(self.key, str(e), True)
-        except Exception as e:  # every failure is shown in the row, none escapes the thread
-            self.failed.emit(self.key, str(e) or type(e).__name__, False)
-
-
-class DownloadManager(QObject):
-    """Starts, cancels and resumes downloads; writes their state into the model list."""
-
-    changed = Signal()  # a download finished, failed or was cancelled
-    message = Signal(str)
-
-    def __init__(
-        self, model: ModelListModel, store: ModelStore, downloader: Downloader, parent: QObject
-    ) -> None:
-        super().__init__(parent)
-        self.model, self.store, self.downloader = model, store, downloader
-        self._threads: dict[str, DownloadThread] = {}
-        self._stopped = False
-
-    def start(self, source: RemoteModel | str) -> str | None:
-        """Download a Hub model (a listing, or ``owner/repo/file.gguf``); returns its key."""
-        key = source.name if isinstance(source, RemoteModel) else source.rsplit("/", 1)[-1]
-        if key in self._threads or self._stopped:
-            return key if key in self._threads else None
-        current = self.model.entry(key)
-        if current is not None and current.state == INSTALLED:
-            self.message.emit(f"{key} is already installed")
-            return None
-        size = source.size if isinstance(source, RemoteModel) else None
-        total = size if size is not None else (current.total if current else None)
-        done = current.done if current else 0
-        quant = source.quant if isinstance(source, RemoteModel) else parse_quant(key)
-        entry = ModelEntry(key, DOWNLOADING, total, done, quant=quant, source=source)
-        self.model.put(replace(entry, message="starting"))
-        thread = DownloadThread(self.downloader, source, key, self)
-        thread.progressed.connect(self.model.apply_progress)
-        thread.succeeded.connect(self._succeeded)
-        thread.failed.connect(self._failed)
-        thread.finished.connect(lambda: self._reap(key))
-        self._threads[key] = thread
-        thread.start()
-        return key
-
-    def resume(self, key: str) -> str | None:
-        e = self.model.entry(key)
-        if e is None or e.source is None:
-            self.message.emit(f"{key}: its source is unknown, so it cannot be resumed")
-            return None
-        return self.start(e.source)
-
-    def cancel(self, key: str) -> None:
-        thread = self._threads.get(key)
-        if thread is not None:
-            thread.cancel()
-
-    def is_running(self, key: str) -> bool:
-        return key in self._threads
-
-    def threads(self) -> list[DownloadThread]:
-        return list(self._threads.values())
-
-    def shutdown(self, timeout_ms: int = 30_000) -> None:
-        """Cancel every download, wait for its thread (the ``.part`` files stay), and start
-        no more."""
-        self._stopped = True
-        for thread in list(self._threads.values()):
-            thread.cancel()
-        for thread in list(self._threads.values()):
-            thread.wait(timeout_ms)
-
-    @Slot(str, object)
-    def _succeeded(self, key: str, installed: InstalledModel | None) -> None:
-        if installed is not None:
-            self.model.put(entry_from_installed(installed))
-        else:
-            self.model.reload(self.store)
-        self.message.emit(f"{key} downloaded and verified")
-        self.changed.emit()
-
-    @Slot(str, str, bool)
-    def _failed(self, key: str, message: str, cancelled: bool) -> None:
-        e = self.model.entry(key)
-        part = self.store.part_path_for(key) if key.endswith(".gguf") else None
-        have = part.stat().st_size if part is not None and part.exists() else 0
-        if e is not None:
-            state = PAUSED if have or cancelled else FAILED
-            self.model.put(
-                replace(e, state=state, done=have, speed=None, eta=None, message=message)
-            )
-        self.message.emit(message)
-        self.changed.emit()
-
-    def _reap(self, key: str) -> None:
-        thread = self._threads.pop(key, None)
-        if thread is not None:
-            thread.wait()
-            thread.deleteLater()
-
-
-class TaskThread(QThread):
-    """Runs one function off the GUI thread and hands back its result or error message."""
-
-    done = Signal(object)
-    error = Signal(str)
-
-    def __init__(self, fn: Callable[[], Any], parent: QObject) -> None:
-        super().__init__(parent)
-        self._fn = fn
-
-    def run(self) -> None:
-        try:
-            self.done.emit(self._fn())
-        except Exception as e:  # shown to the user; nothing escapes the thread
-            self.error.emit(str(e) or type(e).__name__)
-
-
-class TaskRunner(QObject):
-    """Short tasks on their own threads. Tasks share a *slot* name ("search", "verdict"…):
-    only the latest task of a slot reports back, so a slow old answer never wins."""
-
-    def __init__(self, parent: QObject) -> None:
-        super().__init__(parent)
-        self._tasks: set[TaskThread] = set()
-        self._latest: dict[str, TaskThread] = {}
-        self._stopped = False
-
-    def run(
-        self,
-        slot: str,
-        fn: Callable[[], Any],
-        on_done: Callable[[Any], None],
-        on_error: Callable[[str], None] | None = None,
-    ) -> TaskThread | None:
-        """Start ``fn`` on a new thread (None once :meth:`wait_all` has run)."""
-        if self._stopped:
-            return None
-        task = TaskThread(fn, self)
-        self._latest[slot] = task
-
-        def done(result: object) -> None:
-            if self._latest.get(slot) is task:
-                on_done(result)
-
-        def error(message: str) -> None:
-            if self._latest.get(slot) is task and on_error is not None:
-                on_error(message)
-
-        task.done.connect(done)
-        task.error.connect(error)
-        task.finished.connect(lambda: self._reap(task))
-        self._tasks.add(task)
-        task.start()
-        return task
-
-    def _reap(self, task: TaskThread) -> None:
-        self._tasks.discard(task)
-        task.wait()
-        task.deleteLater()
-
-    def threads(self) -> list[TaskThread]:
-        return list(self._tasks)
-
-    def wait_all(self, timeout_ms: int = 30_000) -> None:
-        """Wait for every task and start no more (their answers are dropped)."""
-        self._stopped = True
-        self._latest.clear()
-        for task in list(self._tasks):
-            task.wait(timeout_ms)

@@ -1,8 +1,9 @@
 """Rendering a reply into a QTextDocument: Markdown, coloured code blocks, draft highlights.
 
-Draft highlights are kept as character ranges of the raw reply text. After Markdown rendering
-the document's text is the raw text minus its markup, so each rendered character is matched back
-to the raw text (`align`) to find out whether the draft produced it.
+Draft highlights are character ranges of the raw reply text (`Span`s, built by
+`core.reply.Reply`). After Markdown rendering the document's text is the raw text minus its
+markup, so each rendered character is matched back to the raw text (`align`) to find out whether
+the draft produced it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from PySide6.QtGui import (
     QTextFormat,
 )
 
+from ...core.reply import Span
+
 try:  # optional: syntax colouring of code blocks
     from pygments.lexers import get_lexer_by_name
     from pygments.util import ClassNotFound
@@ -30,7 +33,6 @@ try:  # optional: syntax colouring of code blocks
 except ImportError:  # pragma: no cover - depends on the installation
     HAVE_PYGMENTS = False
 
-Span = tuple[int, int]
 _WS = re.compile(r"\s")
 _MD_FEATURES = QTextDocument.MarkdownFeature(
     QTextDocument.MarkdownFeature.MarkdownDialectGitHub.value
@@ -79,17 +81,7 @@ def theme_for(palette: QPalette) -> Theme:
     return Theme(False, QColor(46, 160, 67, 60), QColor(0, 0, 0, 14), _LIGHT_SYNTAX)
 
 
-# -- draft spans --------------------------------------------------------------------------------
-def add_span(spans: list[Span], start: int, end: int) -> None:
-    """Append [start, end), merged with the last span when they touch."""
-    if end <= start:
-        return
-    if spans and spans[-1][1] >= start:
-        spans[-1] = (spans[-1][0], max(end, spans[-1][1]))
-    else:
-        spans.append((start, end))
-
-
+# -- draft highlights ---------------------------------------------------------------------------
 def span_mask(length: int, spans: Iterable[Span]) -> bytearray:
     mask = bytearray(length)
     for a, b in spans:

@@ -1,7 +1,8 @@
 """Side-by-side comparison window: the same prompt with speculation off, then on.
 
-The two passes run one after the other on the inference thread (`core.compare.run_comparison`)
-and stream into two panes; then a table shows what was measured and whether the texts match.
+The two passes run one after the other on the inference thread
+(`core.bench.compare.run_comparison`) and stream into two panes; then a table shows what was
+measured and whether the texts match.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import random
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtGui import QFontDatabase, QGuiApplication, QTextCharFormat, QTextCursor
+from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
@@ -29,13 +30,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.bench.compare import CompareResult, PassResult
-from ..core.engine import Message
-from ..core.state.settings import Settings
-from ..core.types import GenerationStats, Mode, TokenEvent
-from .render import theme_for
-from .stats_text import mode_label
-from .workers import EngineController
+from ...core.bench.compare import CompareResult, PassResult
+from ...core.engine import Message
+from ...core.reply import Reply
+from ...core.state.settings import Settings
+from ...core.types import Mode, TokenEvent
+from ..chat.render import append_text, theme_for
+from ..threads.engine import EngineController
+from .stats_text import NONE, acceptance_text, mean_accepted_text, mode_label, ttft_text
 
 ROWS = [
     "Tokens/s",
@@ -53,18 +55,16 @@ def _fmt(p: PassResult, row: str) -> str:
     if row == "Tokens/s":
         return f"{st.tokens_per_s:.2f}"
     if row == "Time to first token":
-        return f"{st.ttft_s * 1000:.0f} ms"
+        return ttft_text(st)
     if row == "Total time":
         return f"{st.elapsed_s:.2f} s"
     if row == "Tokens":
         return str(st.tokens)
     if row == "Acceptance rate":
-        r = st.acceptance_rate
-        return "off" if p.mode == Mode.OFF.value else ("—" if r is None else f"{r:.1%}")
+        return acceptance_text(st, digits=1)
     if row == "Mean accepted length":
-        m = st.mean_accepted_length
-        return "—" if m is None else f"{m:.2f}"
-    return p.finish_reason or "—"
+        return mean_accepted_text(st)
+    return p.finish_reason or NONE
 
 
 class _Pane(QWidget):
@@ -76,7 +76,7 @@ class _Pane(QWidget):
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
         self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.stats: GenerationStats | None = None
+        self.reply = Reply()
         top = QHBoxLayout()
         top.addWidget(self.title)
         top.addStretch(1)
@@ -89,21 +89,17 @@ class _Pane(QWidget):
     def clear(self, title: str) -> None:
         self.title.setText(f"<b>{title}</b>")
         self.text.clear()
-        self.stats = None
+        self.reply = Reply()
         self.live.setText("waiting")
 
     def append(self, ev: TokenEvent, highlight_draft: bool) -> None:
+        self.reply.add(ev)
+        doc, theme = self.text.document(), theme_for(self.palette())
         for text, from_draft in ev.segments:
-            cursor = self.text.textCursor()
-            cursor.movePosition(QTextCursor.MoveOperation.End)
-            fmt = QTextCharFormat()
-            if highlight_draft and from_draft:
-                fmt.setBackground(theme_for(self.palette()).draft_bg)
-            cursor.insertText(text, fmt)
-        self.stats = ev.stats
+            append_text(doc, text, draft=highlight_draft and from_draft, theme=theme)
 
     def show_live(self) -> None:
-        st = self.stats
+        st = self.reply.stats
         if st is not None:
             self.live.setText(f"{st.tokens} tokens · {st.tokens_per_s:.1f} tok/s")
 
@@ -281,7 +277,7 @@ class CompareDialog(QDialog):
         for row, name in enumerate(ROWS):
             for col, p in enumerate((r.off, r.on)):
                 item = QTableWidgetItem(
-                    _fmt(p, name) if p.stats.tokens or name == "Finish" else "—"
+                    _fmt(p, name) if p.stats.tokens or name == "Finish" else NONE
                 )
                 item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
                 self.table.setItem(row, col, item)
@@ -294,14 +290,14 @@ class CompareDialog(QDialog):
         lines = [
             f"Speedup: ×{sp:.2f} ({r.on.tokens_per_s:.1f} vs {r.off.tokens_per_s:.1f} tokens/s)"
             if sp is not None
-            else "Speedup: —",
+            else f"Speedup: {NONE}",
             f"Seed {self.seed}, temperature {r.params.temperature:g}.",
         ]
         if r.identical:
             lines.append("The two texts are identical.")
         elif r.divergence is not None:
             d = r.divergence
-            gap = "—" if d.off_gap is None else f"{d.off_gap:.3f}"
+            gap = NONE if d.off_gap is None else f"{d.off_gap:.3f}"
             lines.append(
                 f"The texts differ from token {d.index}: off chose {d.off_token!r}, "
                 f"{mode_label(r.on.mode)} chose {d.on_token!r} (target's top-2 logit gap {gap})."

@@ -14,25 +14,27 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from ..core.state.history import History
-from ..core.state.settings import Settings
-from ..core.types import FinishReason, GenerationStats, Mode, TokenEvent
-from .chat_view import ChatView, MessageWidget
-from .render import Span, add_span
-from .workers import EngineController, ModelsInfo
+from ...core.reply import Reply
+from ...core.state.history import History
+from ...core.state.settings import Settings
+from ...core.types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent
+from ..threads.engine import EngineController, ModelsInfo
+from .message import MessageWidget
+from .view import ChatView
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class _Stream:
+    """The reply being generated: its text and draft spans are built by the core's `Reply`."""
+
     rid: int
     conversation_id: int
     mode: Mode
-    widget: MessageWidget | None
-    text: str = ""
-    spans: list[Span] = field(default_factory=list)
-    last: TokenEvent | None = None
+    params: GenerationParams
+    widget: MessageWidget | None  # None once the user left the conversation
+    reply: Reply = field(default_factory=Reply)
 
 
 class ChatSession(QObject):
@@ -170,11 +172,11 @@ class ChatSession(QObject):
         messages = conv.chat_messages()
         if not messages or messages[-1]["role"] != "user":
             return
-        settings = self._settings()
+        params = self._settings().generation_params()
         mode = self._mode()
         widget = self.view.begin_stream()
-        rid = self.engine.generate(messages, settings.generation_params(), mode)
-        self._stream = _Stream(rid, conv.id, mode, widget)
+        rid = self.engine.generate(messages, params, mode)
+        self._stream = _Stream(rid, conv.id, mode, params, widget)
         self.live_stats = GenerationStats(mode=mode.value)
         self.view.set_busy(True)
         self.streamStarted.emit()
@@ -189,75 +191,59 @@ class ChatSession(QObject):
         s = self._stream
         if s is None or rid != s.rid:
             return
-        for text, from_draft in ev.segments:
-            start = len(s.text)
-            s.text += text
-            if from_draft:
-                add_span(s.spans, start, len(s.text))
-            if s.widget is not None:
-                s.widget.append(text, from_draft)
-        s.last = ev
+        s.reply.add(ev)
+        if s.widget is not None:
+            s.widget.extend(s.reply, ev.segments)
         self.live_stats = ev.stats
 
     @Slot(int, object)
-    def _on_finished(self, rid: int, final: TokenEvent | None) -> None:
+    def _on_finished(self, rid: int, _final: TokenEvent | None) -> None:
         s = self._stream
         if s is not None and rid == s.rid:
-            self._finish(final, "")
+            self._finish("")  # the final event came through _on_token too
 
     @Slot(int, str)
     def _on_failed(self, rid: int, message: str) -> None:
         s = self._stream
         if s is not None and rid == s.rid:
-            self._finish(s.last, message)
+            self._finish(message)
             self.error.emit(message)
 
-    def _stats_record(self, s: _Stream, final: TokenEvent | None) -> dict[str, Any]:
-        stats = final.stats if final is not None else (self.live_stats or GenerationStats())
+    def _record(self, s: _Stream, stats: GenerationStats) -> dict[str, Any]:
+        """What is saved with the reply: its figures, how it ended, the models and settings."""
         record: dict[str, Any] = stats.to_dict()
-        reason = final.finish_reason if final is not None else None
-        record["finish_reason"] = (reason or FinishReason.CANCELLED).value
+        record["finish_reason"] = (s.reply.finish_reason or FinishReason.CANCELLED).value
         models = self._models()
         if models.target is not None:
             record["target"] = models.target.name
         if models.draft is not None and s.mode is Mode.DRAFT:
             record["draft"] = models.draft.name
-        p = self._settings().generation_params()
-        record["params"] = {
-            "temperature": p.temperature,
-            "top_k": p.top_k,
-            "top_p": p.top_p,
-            "min_p": p.min_p,
-            "seed": p.seed,
-            "max_tokens": p.max_tokens,
-            "k_max": p.k_max,
-            "p_min": p.p_min,
-        }
+        record["params"] = s.params.to_dict()
         return record
 
-    def _finish(self, final: TokenEvent | None, error: str) -> None:
+    def _finish(self, error: str) -> None:
         s = self._stream
         if s is None:
             return
         self._stream = None
-        record = self._stats_record(s, final)
-        if s.text and self.history.exists(s.conversation_id):
+        stats = s.reply.stats or GenerationStats(mode=s.mode.value)  # no step came
+        record = self._record(s, stats)
+        text = s.reply.text
+        if text and self.history.exists(s.conversation_id):
             self.history.add_message(
-                s.conversation_id, "assistant", s.text, stats=record, draft_spans=s.spans
+                s.conversation_id, "assistant", text, stats=record, draft_spans=s.reply.spans
             )
             self.historyChanged.emit()
         if s.widget is not None:
             s.widget.error = error
             s.widget.set_stats(record)
             self.view.end_stream()
-            if not s.text and not error:
+            if not text and not error:
                 self.view.remove_last(1)  # stopped before the first token
         self.view.set_busy(False)
-        stats = final.stats if final is not None else self.live_stats
         self.live_stats = stats
         self.streamFinished.emit(stats)
 
     def save_partial(self) -> None:
         """The window is closing: keep what streamed so far (the thread has been joined)."""
-        if self._stream is not None:
-            self._finish(self._stream.last, "")
+        self._finish("")

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.state.history import History
+from ...core.state.history import History
 
 UNDO_MS = 10_000
 
