@@ -88,9 +88,12 @@ def qt_check() -> dict[str, object]:
     from PySide6.QtGui import QGuiApplication, QIcon
     from PySide6.QtWidgets import QApplication
 
+    from .qt_startup import create_guarded  # Qt's platform failure: one line, not an abort
     from .resources_path import resources_dir
 
-    app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "specchat"])
+    app = QApplication.instance() or create_guarded(
+        lambda: QApplication([sys.argv[0] if sys.argv else "specchat"])
+    )
     icon = QIcon(str(resources_dir() / "specchat.svg"))
     if icon.pixmap(64, 64).isNull():
         raise RuntimeError("the SVG app icon did not render (are Qt's SVG plugins there?)")

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from specchat.core.bench.peers import (
+from specchat.core.bench.native_peers import (
     generated_text,
     parse_perf_output,
     parse_speculative_output,
@@ -21,10 +21,9 @@ from specchat.core.bench.report import (
     overall,
     records,
     to_json,
-    to_markdown,
 )
+from specchat.core.bench.report_md import to_markdown
 from specchat.core.bench.runner import (
-    KINDS,
     REFERENCE,
     BenchRun,
     BenchSettings,
@@ -37,6 +36,7 @@ from specchat.core.bench.runner import (
     run_bench,
     schedule,
 )
+from specchat.core.bench.suite import KINDS
 
 GOOD = '''
 name = "tiny"
@@ -72,9 +72,11 @@ def test_parse_a_valid_suite() -> None:
 
 def test_the_default_suite_covers_every_kind() -> None:
     suite = load_suite()
-    assert 8 <= len(suite.prompts) <= 10
     counts = {k: sum(p.kind == k for p in suite.prompts) for k in KINDS}
-    assert counts == {"code": 2, "edit": 3, "quote": 2, "chat": 2}
+    assert counts == {"code": 2, "edit": 4, "quote": 4, "chat": 2}
+    conversations = [p for p in suite.prompts if p.turns]
+    assert len(conversations) == 3  # edit twice, summary then citations, reference quotes
+    assert any(p.system for p in conversations)
 
 
 @pytest.mark.parametrize(
@@ -113,7 +115,7 @@ def test_modes_always_start_with_the_reference() -> None:
 
 def test_runs_are_interleaved_with_off() -> None:
     suite = parse_suite(GOOD)
-    plan = schedule(list(suite.prompts), ["off", "draft", "lookup"], 2)
+    plan = schedule(list(suite.prompts), ["off", "draft", "lookup"], 2, "alternate")
     order = [(rep, p.id, label, pair) for rep, p, label, pair in plan]
     assert order[:8] == [
         (0, "a", "off", 0),
@@ -126,6 +128,42 @@ def test_runs_are_interleaved_with_off() -> None:
         (0, "b.2", "lookup", 3),
     ]
     assert len(plan) == 16 and plan[8][0] == 1
+    block = schedule(list(suite.prompts), ["off", "draft", "lookup"], 2)
+    assert [(p.id, label, pair) for _, p, label, pair in block[:6]] == [
+        ("a", "off", 0),
+        ("a", "draft", 0),
+        ("a", "lookup", 0),
+        ("b.2", "off", 1),
+        ("b.2", "draft", 1),
+        ("b.2", "lookup", 1),
+    ]
+
+
+def test_conversations_replay_their_earlier_turns() -> None:
+    suite = parse_suite(
+        GOOD
+        + """
+[[prompts]]
+id = "conv"
+kind = "edit"
+system = "Be brief."
+turns = [
+  { role = "user", content = "Write f." },
+  { role = "assistant", content = "def f(): pass" },
+]
+prompt = "Rename f to g."
+"""
+    )
+    conv = suite.select(["conv"]).prompts[0]
+    assert [m["role"] for m in conv.messages()] == ["system", "user", "assistant", "user"]
+    assert conv.messages()[-1]["content"] == "Rename f to g."
+    bad = (
+        GOOD
+        + '[[prompts]]\nid = "x"\nkind = "chat"\nprompt = "p"\n'
+        + 'turns = [{ role = "user", content = "u" }]\n'
+    )
+    with pytest.raises(SuiteError, match="must end with an assistant reply"):
+        parse_suite(bad)
 
 
 # -- statistics -----------------------------------------------------------------------------
@@ -143,6 +181,8 @@ def test_small_statistics() -> None:
 
 def _run(label: str, pid: str, kind: str, pair: int, tps: float, **kw) -> RunResult:
     kw.setdefault("token_ids", [1, 2, 3, 4])
+    if "verify_steps" in kw:  # each verification produced its accepted run + one token
+        kw.setdefault("verify_tokens", kw.get("accepted", 0) + kw["verify_steps"])
     return RunResult(
         label=label,
         runner="specchat",

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from specchat.core.engine import DraftUnavailableError, Engine
+from specchat.core.engine import DraftUnavailableError, Engine, EngineBusyError
 from specchat.core.models.gguf import GGUFError
 from specchat.core.reply import Reply
 from specchat.core.types import FinishReason, GenerationParams, Mode, TokenEvent, Top2
@@ -156,8 +156,9 @@ def test_target_as_its_own_draft_accepts_almost_everything(model_paths) -> None:
 
 
 def test_sampled_generation_is_seeded(engine: Engine) -> None:
-    # (auto is left out: its choices follow measured timings, so its random path can differ)
-    for mode in ("off", "draft", "lookup"):
+    # (lookup and auto are left out: their draft lengths follow measured timings, so their
+    # random path can differ; their distribution is exact, see test_distribution.py)
+    for mode in ("off", "draft"):
         for host in (True, False):
             kw = dict(max_tokens=24, temperature=0.9, top_p=0.95, seed=7, record_top2=host)
             a, _ = run(engine, CODE_PROMPT, mode, **kw)
@@ -275,3 +276,36 @@ def test_bad_files_give_clear_errors_and_the_process_lives(tmp_path, model_paths
 def test_absurd_settings_are_refused(engine: Engine, bad) -> None:
     with pytest.raises(ValueError, match="invalid generation settings"):
         engine.generate(CODE_PROMPT, GenerationParams(**bad), "off")
+
+
+def test_a_second_generate_while_busy_leaves_the_first_alone(engine: Engine) -> None:
+    """The second call must find the engine busy before it touches the shared drafters."""
+    p = GenerationParams(max_tokens=40, k_init=2)
+    ref = Reply.collect(engine.generate(CODE_PROMPT, p, "draft"))
+    first = engine.generate(CODE_PROMPT, p, "draft")
+    got = Reply()
+    got.add(next(first))
+    got.add(next(first))
+    second = engine.generate(CODE_PROMPT, p.with_(k_init=7, lookup_min_match=5), "lookup")
+    with pytest.raises(EngineBusyError):
+        next(second)
+    for ev in first:
+        got.add(ev)
+    assert got.token_ids == ref.token_ids
+    a, b = got.final_stats, ref.final_stats
+    assert (a.drafted, a.accepted, a.verify_steps) == (b.drafted, b.accepted, b.verify_steps)
+
+
+def test_a_cache_that_cannot_be_cut_back_is_decoded_again(engine: Engine, monkeypatch) -> None:
+    """Force llama.cpp's answer for recurrent/hybrid memory ("cannot erase part of the
+    sequence"): a rejected draft must not leave the decoder at position 0 with no context."""
+    import llama_cpp
+
+    poem = [{"role": "user", "content": "Write a short surreal poem about a lighthouse."}]
+    ref, _ = run(engine, poem, "off", max_tokens=16)
+    monkeypatch.setattr(llama_cpp, "llama_memory_seq_rm", lambda *a: False)
+    spec, end = run(engine, poem, "draft", max_tokens=16, p_min=0.0, k_init=6)
+    monkeypatch.undo()
+    assert end.stats.drafted > end.stats.accepted, "no draft was rejected: nothing tested"
+    divergence_report(ref, spec)
+    engine.reset_caches()

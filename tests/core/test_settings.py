@@ -49,3 +49,39 @@ def test_damaged_files_fall_back_to_defaults(tmp_path) -> None:
     assert load_settings(path) == Settings(top_k=40)
     path.write_text(json.dumps({"top_p": 5.0, "max_tokens": 99}))  # out of range: dropped
     assert load_settings(path) == Settings(max_tokens=99)
+
+
+def test_new_users_get_auto_speculation_and_auto_gpu_layers(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("SPECCHAT_DATA_DIR", str(tmp_path))
+    s = load_settings()  # no file yet: a new user
+    assert s.mode == "auto"
+    assert (s.target_gpu_layers, s.draft_gpu_layers) == ("auto", "auto")
+    assert s.target_config().n_gpu_layers == 0  # unresolved "auto" means the CPU
+    assert s.target_config(gpu_layers=-1).n_gpu_layers == -1  # the resolved count wins
+    assert s.draft_config(gpu_layers=12).n_gpu_layers == 12
+
+
+def test_an_explicit_choice_survives_saving_and_loading(tmp_path) -> None:
+    path = tmp_path / "settings.json"
+    for mode in ("off", "draft", "lookup", "auto"):
+        save_settings(Settings(mode=mode), path)
+        assert load_settings(path).mode == mode
+    save_settings(Settings(target_gpu_layers=20, draft_gpu_layers=-1), path)
+    loaded = load_settings(path)
+    assert (loaded.target_gpu_layers, loaded.draft_gpu_layers) == (20, -1)
+    assert loaded.target_config().n_gpu_layers == 20
+    assert json.loads(path.read_text())["draft_gpu_layers"] == -1
+
+
+def test_gpu_layers_values_are_checked() -> None:
+    assert Settings(target_gpu_layers="auto", draft_gpu_layers=0).problems() == []
+    assert Settings(target_gpu_layers="lots").problems() == [
+        "GPU layers must be auto, -1 (all), 0 or a count, not 'lots'"
+    ]
+    assert Settings(draft_gpu_layers=-5).problems() == [
+        "GPU layers must be -1 (all), 0 (CPU only) or a layer count"
+    ]
+    # from a file: a bad value is dropped, the rest kept
+    data = {"target_gpu_layers": "lots", "draft_gpu_layers": 8, "mode": "lookup"}
+    assert Settings.from_dict(data) == Settings(draft_gpu_layers=8, mode="lookup")
+    assert Settings.from_dict({"target_gpu_layers": True}) == Settings()

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..core.bench.report import build_report, models_info, to_json, to_markdown
+from ..core.bench.report import build_report, models_info, to_json
+from ..core.bench.report_md import to_markdown
 from ..core.bench.runner import (
     REFERENCE,
     BenchSettings,
@@ -19,7 +20,7 @@ from ..core.bench.runner import (
 from ..core.types import GenerationParams, Mode
 from .common import add_engine_options, engine_from_args
 
-PEER_CHOICES = ("llama-cpp-python", "llama.cpp")
+PEER_CHOICES = ("llama-cpp-python", "llama.cpp", "llama.cpp-ngram")
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -55,7 +56,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--peers",
         default="",
-        help="comma-separated peers to measure too: llama-cpp-python, llama.cpp (or all)",
+        help="comma-separated peers to measure too: llama-cpp-python, llama.cpp (native "
+        "speculative binaries), llama.cpp-ngram (llama-server's n-gram modes), or all",
     )
     b.add_argument(
         "--llama-cpp-bin",
@@ -63,6 +65,26 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="folder with llama.cpp's llama-speculative-simple and llama-completion",
     )
     b.add_argument("--peer-k", type=int, default=None, help="peers' draft length (default: k-max)")
+    b.add_argument(
+        "--llama-server",
+        type=Path,
+        help="llama-server binary for the llama.cpp-ngram peer (default: the cached build of "
+        "packaging/build-llama-server.sh, built if missing)",
+    )
+    b.add_argument(
+        "--pairing",
+        choices=("block", "alternate"),
+        default="block",
+        help="block: off, A, B, ... per prompt and repeat (default); alternate: off, A, off, B",
+    )
+    b.add_argument(
+        "--host-temperature",
+        type=float,
+        default=None,
+        metavar="T",
+        help="also measure every mode once more at temperature T (1 repeat) for the host "
+        "overhead table",
+    )
     b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
     b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
     b.add_argument("--png", type=Path, metavar="OUT", help="draw a speedup chart (PNG) here")
@@ -74,10 +96,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def parse_peers(text: str, bin_dir: Path | None) -> list[str]:
     names = [p.strip().lower() for p in text.split(",") if p.strip()]
     if "all" in names:
-        names = list(PEER_CHOICES) if bin_dir else ["llama-cpp-python"]
+        names = list(PEER_CHOICES) if bin_dir else ["llama-cpp-python", "llama.cpp-ngram"]
     out: list[str] = []
     for n in names:
-        n = {"lcpp-py": "llama-cpp-python", "native": "llama.cpp"}.get(n, n)
+        n = {"lcpp-py": "llama-cpp-python", "native": "llama.cpp", "ngram": "llama.cpp-ngram"}.get(
+            n, n
+        )
         if n not in PEER_CHOICES:
             raise ValueError(f"unknown peer {n!r} (choose from: {', '.join(PEER_CHOICES)})")
         if n not in out:
@@ -109,6 +133,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite)
     if args.prompts:
         suite = suite.select(args.prompts.split(","))
+    if args.server:
+        return cmd_bench_remote(args, suite)
     # unknown modes fail before any model loads
     modes = parse_modes(args.modes or [m.value for m in Mode])
     peers = parse_peers(args.peers, args.llama_cpp_bin)
@@ -122,7 +148,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     BenchSettings(args.repeats, args.max_tokens, params).validate()  # before loading models
     peer_k = args.peer_k or args.k_max
     if args.png is not None:
-        from ..gui.bench_chart import check_available
+        from ..gui.stats.bench_chart import check_available
 
         check_available()  # fail now, not after an hour of measuring
     print(
@@ -138,9 +164,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
                 variants += stock_peers(engine, k=peer_k, p_min=args.p_min)
             if "llama.cpp" in peers:
-                from ..core.bench.peers import native_peers
+                from ..core.bench.native_peers import native_peers
 
                 variants += native_peers(engine, args.llama_cpp_bin, k=peer_k)
+            if "llama.cpp-ngram" in peers:
+                from ..core.bench.server_peers import find_llama_server, ngram_peers
+
+                print("starting llama-server peers…", file=sys.stderr)
+                variants += ngram_peers(
+                    find_llama_server(args.llama_server),
+                    engine.target.path,
+                    k=peer_k,
+                    threads=engine.target.n_threads,
+                    ctx=engine.target.n_ctx,
+                    retokenize=lambda text: engine.target.tokenize(text, add_special=False),
+                )
 
             def on_run(r: RunResult, done: int, total: int) -> None:
                 if not args.quiet:
@@ -156,25 +194,48 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 peers=variants,
                 warmup=not args.no_warmup,
                 on_run=on_run,
+                pairing=args.pairing,
             )
+            host_pass = None
+            if args.host_temperature is not None:
+                host_pass = run_bench(
+                    engine,
+                    suite,
+                    modes,
+                    1,
+                    max_tokens=args.max_tokens,
+                    params=params.with_(temperature=args.host_temperature, seed=args.seed or 1),
+                    warmup=False,
+                    on_run=on_run,
+                    pairing="block",
+                )
             extra = {
                 "peers": peers,
                 "peer_k": peer_k if peers else None,
                 "llama_cpp_bin": str(args.llama_cpp_bin) if args.llama_cpp_bin else None,
                 "threads": engine.target.n_threads,
                 "ctx": engine.target.n_ctx,
+                "gpu_layers": args.gpu_layers,  # as asked: "auto" or N (what it became below)
+                "target_gpu_layers": engine.target.config.n_gpu_layers,
+                "draft_gpu_layers": engine.draft.config.n_gpu_layers if engine.draft else None,
             }
-            report = build_report(bench, models=models_info(engine), extra_settings=extra)
+            report = build_report(
+                bench, models=models_info(engine), extra_settings=extra, host_pass=host_pass
+            )
         finally:
             for v in variants:
                 v.close()
+    return _finish_report(args, report)
+
+
+def _finish_report(args: argparse.Namespace, report: dict) -> int:
     md = to_markdown(report)
     if args.json is not None:
         _write(args.json, to_json(report))
     if args.md is not None:
         _write(args.md, md)
     if args.png is not None:
-        from ..gui.bench_chart import save_chart
+        from ..gui.stats.bench_chart import save_chart
 
         save_chart(report, args.png)
     print(md)
@@ -190,3 +251,42 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
+
+
+def cmd_bench_remote(args: argparse.Namespace, suite) -> int:
+    """`bench --server URL`: the server's modes side by side (core/bench/remote.py)."""
+    from ..core.bench.remote import remote_models_info, remote_variants, run_remote_bench
+
+    if args.peers:
+        raise ValueError("--peers measures local runners: it does not go with --server")
+    params = GenerationParams(
+        temperature=args.temperature,
+        seed=args.seed,
+        k_max=args.k_max,
+        k_init=min(4, args.k_max),
+        p_min=args.p_min,
+    ).validate()
+    BenchSettings(args.repeats, args.max_tokens, params).validate()
+    with engine_from_args(args) as engine:
+        variants = remote_variants(engine, args.modes)
+        print(
+            f"{engine.info.summary()}; measuring {', '.join(v.label for v in variants)}",
+            file=sys.stderr,
+        )
+
+        def on_run(r: RunResult, done: int, total: int) -> None:
+            if not args.quiet:
+                print(progress_line(r, done, total), file=sys.stderr, flush=True)
+
+        bench = run_remote_bench(
+            variants,
+            suite,
+            args.repeats,
+            max_tokens=args.max_tokens,
+            params=params,
+            warmup=not args.no_warmup,
+            on_run=on_run,
+        )
+        extra = {"server": engine.config.base_url, "server_kind": engine.info.kind.value}
+        report = build_report(bench, models=remote_models_info(engine), extra_settings=extra)
+    return _finish_report(args, report)

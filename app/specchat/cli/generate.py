@@ -5,18 +5,37 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 
 from ..core.engine import Engine, Message
 from ..core.reply import Reply
-from ..core.types import GenerationParams, GenerationStats, Mode, TokenEvent, params_from
+from ..core.types import (
+    FinishReason,
+    GenerationParams,
+    GenerationStats,
+    Mode,
+    TokenEvent,
+    params_from,
+)
 from .common import add_engine_options, engine_from_args
+from .prompt_input import (
+    PromptTooLongError,
+    add_prompt_options,
+    chat_messages,
+    clean_line,
+    fit_prompt,
+    note,
+    read_prompt,
+    read_system,
+    tolerant_stdin,
+)
 
 MODES = [m.value for m in Mode]
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     g = sub.add_parser("generate", help="generate a reply to one prompt and print its stats")
-    g.add_argument("--prompt", required=True, help="the user message")
+    add_prompt_options(g)  # --prompt TEXT | --prompt - (stdin) | --prompt-file PATH
     g.add_argument("--system", default=None, help="optional system prompt")
     g.add_argument("--mode", default="off", choices=MODES, help="speculation mode")
     _add_sampling_options(g)
@@ -25,7 +44,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.set_defaults(func=cmd_generate)
 
     c = sub.add_parser("chat", help="interactive chat in the terminal (/mode, /help, /quit)")
-    c.add_argument("--mode", default="lookup", choices=MODES, help="initial speculation mode")
+    c.add_argument("--mode", default="auto", choices=MODES, help="initial speculation mode")
     c.add_argument("--system", default=None, help="optional system prompt")
     _add_sampling_options(c)
     add_engine_options(c)
@@ -51,7 +70,7 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
     return params_from(args)
 
 
-def stats_line(st: GenerationStats) -> str:
+def stats_line(st: GenerationStats, notices: Sequence[str] = ()) -> str:
     parts = [f"mode {st.mode}", f"{st.tokens} tokens", f"{st.tokens_per_s:.1f} tok/s"]
     parts.append(f"first token {st.ttft_s * 1000:.0f} ms")
     if st.acceptance_rate is not None:
@@ -64,6 +83,7 @@ def stats_line(st: GenerationStats) -> str:
         parts.append(f"host {host:.3f} ms/token")
     if st.note:
         parts.append(st.note)
+    parts.extend(notices)  # settings the engine had to change (Engine.notices)
     return "[" + ", ".join(parts) + "]"
 
 
@@ -82,18 +102,28 @@ def stream(events, out=None) -> Reply:
 def cmd_generate(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     messages: list[Message] = []
-    if args.system:
-        messages.append({"role": "system", "content": args.system})
-    messages.append({"role": "user", "content": args.prompt})
+    system = read_system(args)
+    if system:
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": read_prompt(args)})
     with engine_from_args(args) as engine:
+        notices = tuple(getattr(engine, "notices", ()))
+        fit_prompt(engine, messages)  # a prompt longer than the context: an error
         reply = stream(engine.generate(messages, params, args.mode))
     print()
     if args.json:
         record = reply.final_stats.to_dict()
         record["finish_reason"] = reply.finish_reason.value if reply.finish_reason else None
+        record["notices"] = list(notices)
         print(json.dumps(record))
     else:
-        print(stats_line(reply.final_stats), file=sys.stderr)
+        print(stats_line(reply.final_stats, notices), file=sys.stderr)
+    if reply.finish_reason is FinishReason.CONTEXT and not reply.final_stats.tokens:
+        print(f"specchat-cli: error: no reply: {reply.final_stats.note}", file=sys.stderr)
+        return 1
+    if reply.finish_reason is FinishReason.ERROR:  # a remote server failed mid-reply
+        print("the reply is incomplete: " + reply.final_stats.note, file=sys.stderr)
+        return 1
     return 0
 
 
@@ -107,20 +137,29 @@ def cmd_chat(args: argparse.Namespace) -> int:
     params = params_from_args(args)
     mode = Mode.parse(args.mode)
     print("loading models…", file=sys.stderr)
+    tolerant_stdin()  # invalid UTF-8 typed in the terminal is replaced, not fatal
     with engine_from_args(args) as engine:
         if mode is Mode.DRAFT and not engine.has_draft:
             mode = Mode.LOOKUP
         history: list[Message] = []
-        if args.system:
-            history.append({"role": "system", "content": args.system})
+        system = read_system(args)
+        if system:
+            history.append({"role": "system", "content": system})
+        for notice in getattr(engine, "notices", ()):
+            note(notice)
         print(f"ready — speculation: {mode.value}. Type /help for commands.", file=sys.stderr)
         while True:
             try:
-                line = input("\nyou> ").strip()
+                typed = input("\nyou> ")
             except EOFError:
                 print()
                 return 0
-            if not line:
+            if not typed.strip():
+                continue
+            cleaned = clean_line(typed)
+            line = cleaned.text.strip()
+            if cleaned.empty:
+                print("not sent: the message is empty: there is nothing to send", file=sys.stderr)
                 continue
             if line.startswith("/"):
                 mode = _chat_command(line, mode, engine, history, args)
@@ -128,9 +167,15 @@ def cmd_chat(args: argparse.Namespace) -> int:
                     return 0
                 continue
             history.append({"role": "user", "content": line})
+            try:
+                send = chat_messages(engine, history, params.max_tokens)
+            except PromptTooLongError as exc:
+                print(f"not sent: {exc}", file=sys.stderr)
+                history.pop()
+                continue
             print("assistant> ", end="", flush=True)
             try:
-                reply = stream(engine.generate(history, params, mode))
+                reply = stream(engine.generate(send, params, mode))
             except KeyboardInterrupt:
                 print("\n[stopped]", file=sys.stderr)
                 history.pop()

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from . import bench, generate, models
+from . import bench, doctor, generate, models
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (bench, generate, models):
+    for module in (bench, doctor, generate, models):
         module.add_commands(sub)
     return parser
 

@@ -253,6 +253,8 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
     if verdict.bytes_read:
         print(f"read {format_bytes(verdict.bytes_read)} of GGUF headers from the Hub")
     print(("OK: " if verdict.ok else "MISMATCH: ") + verdict.message)
+    for warning in verdict.warnings:
+        print(f"WARNING: {warning}")
     if verdict.ok:
         print(f"memory: {report.plan.summary()}")
     return EXIT_FITS if verdict.ok else EXIT_MISMATCH

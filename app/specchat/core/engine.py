@@ -16,11 +16,12 @@ from .decoding.chat_template import ChatTemplate, Message
 from .decoding.cost_model import CostModel
 from .decoding.decoder import Decoder
 from .decoding.draft_model import ModelDrafter
-from .decoding.prompt_lookup import PromptLookupDrafter
+from .decoding.ngram import NgramDrafter
 from .decoding.runtime import ModelRuntime, RuntimeConfig, gpu_offload_supported
-from .models.compat import require_compatible
-from .models.gguf import read_gguf_info
-from .types import GenerationParams, Mode, TokenEvent
+from .decoding.runtime_adjust import RuntimeFacts, adjust_config, cpu_count
+from .models.compat import draft_size_warning, require_compatible
+from .models.gguf import GGUFInfo, read_gguf_info
+from .types import EngineBusyError, GenerationParams, Mode, TokenEvent
 
 __all__ = [
     "Cancel",
@@ -32,10 +33,6 @@ __all__ = [
 ]
 
 Cancel = threading.Event | Callable[[], bool] | None
-
-
-class EngineBusyError(RuntimeError):
-    pass
 
 
 class DraftUnavailableError(RuntimeError):
@@ -73,11 +70,13 @@ class Engine:
         target_config: RuntimeConfig | None = None,
         draft_config: RuntimeConfig | None = None,
     ) -> None:
-        self.target = ModelRuntime(target_path, target_config)
+        self.target = ModelRuntime(target_path, _loadable(target_config))
+        self._target_notices = _notices(target_config, self.target.info)
+        self._draft_notices: tuple[str, ...] = ()
         self.template = ChatTemplate(self.target)
         self.draft: ModelRuntime | None = None
         self._model_drafter: ModelDrafter | None = None
-        self._lookup = PromptLookupDrafter()
+        self._lookup = NgramDrafter()
         self._lock = threading.Lock()
         self.cost = self._new_cost_model()
         if draft_path is not None:
@@ -92,8 +91,12 @@ class Engine:
         """Load (or replace) the draft model after checking that it fits the target."""
         info = read_gguf_info(path)
         require_compatible(self.target.info, info)
-        rt = ModelRuntime(path, config or self.target.config)
+        config = config or self.target.config
+        notices = _notices(config, info)
+        warning = draft_size_warning(self.target.info, info)
+        rt = ModelRuntime(path, _loadable(config))
         with self._lock:
+            self._draft_notices = notices + ((warning,) if warning else ())
             old, self.draft = self.draft, rt
             self._model_drafter = ModelDrafter(rt)
             self.cost = self._new_cost_model()
@@ -103,6 +106,7 @@ class Engine:
     def unload_draft(self) -> None:
         with self._lock:
             old, self.draft, self._model_drafter = self.draft, None, None
+            self._draft_notices = ()
         if old is not None:
             old.close()
 
@@ -116,6 +120,16 @@ class Engine:
     @property
     def has_draft(self) -> bool:
         return self.draft is not None
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """Settings changed at load time (and why) and warnings about the pair, for the user:
+        the CLI's stats line, the window's gauge and status bar."""
+        out = list(self._target_notices)
+        for n in self._draft_notices:
+            if n not in out:
+                out.append(n if n.startswith("the draft") else f"draft: {n}")
+        return tuple(out)
 
     def describe(self) -> dict[str, LoadedModelInfo | None]:
         def one(rt: ModelRuntime | None) -> LoadedModelInfo | None:
@@ -213,3 +227,20 @@ class Engine:
             yield from dec.run()
         finally:
             self._lock.release()
+
+
+def _facts(info: GGUFInfo | None) -> RuntimeFacts:
+    train = info.context_length if info is not None else None
+    return RuntimeFacts(train, cpu_count(), gpu_offload_supported())
+
+
+def _loadable(config: RuntimeConfig | None) -> RuntimeConfig:
+    """The config to load with: absurd values refused, GPU layers and threads the machine cannot
+    honour changed (runtime_adjust). The runtime caps the context at the trained one itself."""
+    requested = (config or RuntimeConfig()).validate()
+    return adjust_config(requested, _facts(None)).config
+
+
+def _notices(config: RuntimeConfig | None, info: GGUFInfo) -> tuple[str, ...]:
+    """What was changed for this model, and why (the same rules, with its trained context)."""
+    return adjust_config(config or RuntimeConfig(), _facts(info)).notices

@@ -35,6 +35,11 @@ class FinishReason(str, Enum):
     LENGTH = "length"  # max_tokens reached
     CONTEXT = "context"  # the context window is full
     CANCELLED = "cancelled"
+    ERROR = "error"  # a remote server or its connection failed mid-reply (partial text kept)
+
+
+class EngineBusyError(RuntimeError):
+    """A second generation was asked of an engine that is already generating."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +184,11 @@ class GenerationStats:
     logits_s: float = 0.0  # time reading logits rows out of llama.cpp (part of the host time)
     k_current: int = 0
     note: str = ""  # why speculation did or did not run
+    # Where the speculation figures come from: "" = counted by SpecChat's own decoder; a remote
+    # engine says "server-live" (streamed with the reply), "server-final" (the server's figures
+    # for this reply, after it), "server-metrics" (the server's /metrics counters, before and
+    # after the reply) or "none" (the server reports none for this reply).
+    figures: str = ""
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -234,6 +244,7 @@ class GenerationStats:
         out["draft_pos_proposed"] = list(self.draft_pos_proposed)
         out["draft_pos_accepted"] = list(self.draft_pos_accepted)
         out["note"] = self.note
+        out["figures"] = self.figures
         out["total_s"] = round(self.elapsed_s, 4)
         out["tokens_per_s"] = round(self.tokens_per_s, 3)
         out["acceptance_rate"] = _round(self.acceptance_rate, 4)
@@ -277,6 +288,8 @@ class GenerationStats:
             st.draft_pos_proposed, st.draft_pos_accepted = list(proposed), list(accepted)
         note = data.get("note")
         st.note = note if isinstance(note, str) else ""
+        figures = data.get("figures")
+        st.figures = figures if isinstance(figures, str) else ""
         return st
 
 

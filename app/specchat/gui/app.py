@@ -11,6 +11,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from ..launch import handle_early_flags, install_crash_handler, setup_logging, show_crash_dialog
+from ..qt_startup import create_guarded
 from .resources import app_icon, stylesheet
 
 APP_NAME = "SpecChat"
@@ -73,7 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, qt_args = build_parser().parse_known_args(argv)
     setup_logging(verbose=args.verbose)
     install_crash_handler(show_crash_dialog)
-    app = create_application([sys.argv[0], *qt_args])
+    # Qt aborts when it cannot load its platform plugin: say what to install instead.
+    app = create_guarded(lambda: create_application([sys.argv[0], *qt_args]))
     return run_window(args, app)
 
 

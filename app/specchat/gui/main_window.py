@@ -92,10 +92,13 @@ class MainWindow(QMainWindow):
         )
         self._connect()
         self.mode_selector.set_draft_available(False)
-        self.mode_selector.set_mode(Mode.LOOKUP)
+        self.mode_selector.set_mode(Mode.LOOKUP)  # kept when the saved mode is Draft (no draft yet)
+        self.mode_selector.set_mode(self._saved_mode())
         self.chat.set_highlight(self.settings.highlight_draft)
         self.chat.set_placeholder(READY_TEXT)
         self._update_busy(False)
+        if self.history.recovery is not None:  # a damaged database was replaced (history.py)
+            self.show_banner(escape(self.history.recovery.message), "error")
 
         if not self.loader.start(autoload):  # the first run: nothing to load
             self.chat.set_placeholder(NO_MODELS_TEXT)
@@ -170,6 +173,7 @@ class MainWindow(QMainWindow):
         m.loaded.connect(self._models_loaded)
         m.status.connect(self.statusBar().showMessage)
         m.message.connect(self.show_banner)
+        m.offloadDecided.connect(self.models_panel.set_offload)
         self.input.submitted.connect(self.send)
         self.send_button.clicked.connect(lambda: self.send(self.input.toPlainText()))
         self.stop_button.clicked.connect(self.stop)
@@ -182,6 +186,7 @@ class MainWindow(QMainWindow):
         s.streamStarted.connect(lambda: self.gauge.follow(lambda: self.session.live_stats))
         s.streamFinished.connect(self._stream_finished)
         s.error.connect(lambda m: self.show_banner(escape(m), "error"))
+        s.notice.connect(self._session_notice)
         s.conversationChanged.connect(self._conversation_changed)
         s.historyChanged.connect(self.conversations.refresh)
         self.conversations.chosen.connect(self.open_conversation)
@@ -190,9 +195,7 @@ class MainWindow(QMainWindow):
 
     # -- chat -------------------------------------------------------------------------------
     def send(self, text: str) -> None:
-        if not text.strip():
-            return
-        if self.session.send(text):
+        if self.session.send(text):  # refuses an empty message, with a word in the status bar
             self.input.clear()
             if self.banner.kind == "edit":
                 self.banner.hide()
@@ -261,6 +264,13 @@ class MainWindow(QMainWindow):
         self.menus.compare.setEnabled(not busy and has_model)
         self.chat.set_busy(busy)
 
+    def _saved_mode(self) -> Mode:
+        """The user's last explicit choice (Auto for a new user)."""
+        try:
+            return Mode.parse(self.settings.mode)
+        except ValueError:
+            return Mode.AUTO
+
     def _mode_chosen(self, mode: Mode) -> None:
         self._save_settings(self.settings.with_(mode=mode.value))
 
@@ -268,16 +278,25 @@ class MainWindow(QMainWindow):
         self.chat.set_highlight(on)
         self._save_settings(self.settings.with_(highlight_draft=on))
 
+    def _session_notice(self, text: str, kind: str) -> None:
+        if kind == "status":
+            self.statusBar().showMessage(text, 10_000)
+        else:
+            self.show_banner(escape(text), kind)
+
     def show_banner(self, html: str, kind: str = "info") -> None:
         self.banner.show_message(html, kind)
 
     # -- models -----------------------------------------------------------------------------
     def _models_loaded(self, info: ModelsInfo) -> None:
         self.models_panel.set_info(info)
+        self.gauge.set_notices(info.notices)  # settings the engine changed, pair warnings
+        if info.notices:
+            ready = self.statusBar().currentMessage()
+            self.statusBar().showMessage(f"{ready} — note: " + "; ".join(info.notices))
         self.mode_selector.set_draft_available(info.has_draft)
         self.menus.unload_draft.setEnabled(info.has_draft)
-        s = self.settings
-        self.mode_selector.set_mode(Mode.parse(s.mode) if not s.problems() else Mode.LOOKUP)
+        self.mode_selector.set_mode(self._saved_mode())
         self.chat.set_placeholder(READY_TEXT if info.target is not None else NO_MODELS_TEXT)
         self._update_busy(self.controller.busy)
 

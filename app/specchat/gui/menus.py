@@ -98,6 +98,7 @@ def build_menus(w: MainWindow) -> WindowActions:
 
     help_ = bar.addMenu("&Help")
     action(help_, "Getting &models", w.show_first_run_help)
+    action(help_, "&System information…", lambda: _system_info(w))
 
     esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), w)
     esc.setContext(Qt.ShortcutContext.WindowShortcut)
@@ -113,6 +114,13 @@ def build_menus(w: MainWindow) -> WindowActions:
         conversations,
         installed_menu,
     )
+
+
+def _system_info(w: MainWindow) -> None:
+    """Help → System information (what `specchat-cli doctor` prints)."""
+    from .system_info import show_system_info
+
+    show_system_info(w)  # a child of the window, which keeps it
 
 
 def fill_installed_menu(menu: QMenu, loader: ModelLoader) -> None:

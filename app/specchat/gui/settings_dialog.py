@@ -16,7 +16,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.offload import AUTO, GpuLayers
 from ..core.state.settings import Settings
+
+GPU_AUTO = -101  # the spin box's lowest value, shown as "auto"
+GPU_TIP = (
+    "auto: every layer on the GPU when both models fit its free memory, else the draft first "
+    "and as much of the target as fits (CPU-only builds: none); -1 = all layers, 0 = CPU only "
+    "(reloads)"
+)
 
 
 def _int(lo: int, hi: int, tip: str = "") -> QSpinBox:
@@ -24,6 +32,16 @@ def _int(lo: int, hi: int, tip: str = "") -> QSpinBox:
     w.setRange(lo, hi)
     w.setToolTip(tip)
     return w
+
+
+def _gpu() -> QSpinBox:
+    w = _int(GPU_AUTO, 100_000, GPU_TIP)
+    w.setSpecialValueText(AUTO)
+    return w
+
+
+def _gpu_value(w: QSpinBox) -> GpuLayers:
+    return AUTO if w.value() == GPU_AUTO else w.value()
 
 
 def _float(lo: float, hi: float, step: float, decimals: int = 2, tip: str = "") -> QDoubleSpinBox:
@@ -52,8 +70,8 @@ class SettingsDialog(QDialog):
         self.k_max = _int(0, 10_000, "most tokens drafted per verification step (K)")
         self.p_min = _float(0, 10, 0.05, 2, "the draft model stops drafting below this confidence")
         self.n_ctx = _int(0, 100_000_000, "context window in tokens (reloads the models)")
-        self.target_gpu = _int(-100, 100_000, "-1 = all layers on the GPU, 0 = CPU only (reloads)")
-        self.draft_gpu = _int(-100, 100_000, "-1 = all layers on the GPU, 0 = CPU only (reloads)")
+        self.target_gpu = _gpu()
+        self.draft_gpu = _gpu()
         self.threads = _int(-100, 100_000, "0 = one per physical core (reloads)")
 
         sampling = QFormLayout()
@@ -116,8 +134,11 @@ class SettingsDialog(QDialog):
         self.k_max.setValue(s.k_max)
         self.p_min.setValue(s.p_min)
         self.n_ctx.setValue(s.n_ctx)
-        self.target_gpu.setValue(s.target_gpu_layers)
-        self.draft_gpu.setValue(s.draft_gpu_layers)
+        for spin, value in (
+            (self.target_gpu, s.target_gpu_layers),
+            (self.draft_gpu, s.draft_gpu_layers),
+        ):
+            spin.setValue(value if isinstance(value, int) else GPU_AUTO)
         self.threads.setValue(s.n_threads)
 
     def _seed(self) -> tuple[int | None, str | None]:
@@ -141,8 +162,8 @@ class SettingsDialog(QDialog):
             k_max=self.k_max.value(),
             p_min=self.p_min.value(),
             n_ctx=self.n_ctx.value(),
-            target_gpu_layers=self.target_gpu.value(),
-            draft_gpu_layers=self.draft_gpu.value(),
+            target_gpu_layers=_gpu_value(self.target_gpu),
+            draft_gpu_layers=_gpu_value(self.draft_gpu),
             n_threads=self.threads.value(),
         )
 

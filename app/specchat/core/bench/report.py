@@ -171,6 +171,9 @@ def record(
         "peak_rss_mb": max(r.peak_rss_bytes for r in runs) / 2**20,
         "rss_growth_mb": max(max(r.peak_rss_bytes - r.start_rss_bytes, 0) for r in runs) / 2**20,
         "notes": sorted({r.note for r in runs if r.note}),
+        "host_ms_per_token": median(
+            r.host_ms_per_token for r in runs if r.host_ms_per_token is not None
+        ),
         "text": first.text,
     }
     return out
@@ -221,8 +224,50 @@ def overall(bench: BenchRun, recs: Sequence[dict[str, Any]]) -> dict[str, dict[s
             "speedup_by_kind": {
                 k: geomean(r["speedup_vs_off"] for r in rs if r["kind"] == k) for k in kinds
             },
+            "speedup_vs_baseline_by_kind": {
+                k: geomean(r["speedup_vs_baseline"] for r in rs if r["kind"] == k) for k in kinds
+            },
         }
     return out
+
+
+HOST_BUDGET_MS = {0.0: 0.15}  # per generated token; any T > 0: HOST_BUDGET_SAMPLED_MS
+HOST_BUDGET_SAMPLED_MS = 0.5
+
+
+def host_overhead(passes: Sequence[BenchRun]) -> list[dict[str, Any]]:
+    """Per SpecChat mode and temperature: host time per generated token (wall time outside
+    llama_decode), median over runs, with the logits fetch shown separately, and the budget."""
+    rows = []
+    for bench in passes:
+        temp = bench.settings.params.temperature
+        budget = HOST_BUDGET_MS.get(temp, HOST_BUDGET_SAMPLED_MS)
+        for label in bench.labels:
+            runs = [
+                r
+                for r in bench.runs
+                if r.label == label and r.runner == "specchat" and r.host_ms_per_token is not None
+            ]
+            if not runs:
+                continue
+            host = median(r.host_ms_per_token for r in runs if r.host_ms_per_token is not None)
+            rows.append(
+                {
+                    "mode": label,
+                    "temperature": temp,
+                    "runs": len(runs),
+                    "host_ms_per_token": host,
+                    "host_ms_per_token_max": max(
+                        r.host_ms_per_token for r in runs if r.host_ms_per_token is not None
+                    ),
+                    "logits_ms_per_token": median(
+                        r.logits_ms_per_token for r in runs if r.logits_ms_per_token is not None
+                    ),
+                    "budget_ms": budget,
+                    "within_budget": host is not None and host <= budget,
+                }
+            )
+    return rows
 
 
 # -- the whole report -----------------------------------------------------------------------
@@ -281,8 +326,10 @@ def build_report(
     models: dict[str, Any],
     argv: Sequence[str] | None = None,
     extra_settings: dict[str, Any] | None = None,
+    host_pass: BenchRun | None = None,
 ) -> dict[str, Any]:
-    """The JSON-ready report: settings, machine, models, records, overall and every run."""
+    """The JSON-ready report: settings, machine, models, records, overall, host overhead (the
+    main pass and, when given, a second pass at another temperature) and every run."""
     argv = list(sys.argv if argv is None else argv)
     recs = records(bench)
     s = bench.settings
@@ -297,7 +344,7 @@ def build_report(
         "k_max": s.params.k_max,
         "p_min": s.params.p_min,
         "warmup": s.warmup,
-        "order": "per repeat, per prompt: off, A, off, B, ... (each run from cold caches)",
+        "order": "per repeat, per prompt: off, then each variant (each run from cold caches)",
     }
     settings.update(extra_settings or {})
     return {
@@ -314,7 +361,9 @@ def build_report(
         "definitions": DEFINITIONS,
         "records": recs,
         "overall": overall(bench, recs),
+        "host_overhead": host_overhead([bench] + ([host_pass] if host_pass else [])),
         "runs": [r.as_dict() for r in bench.runs],
+        "host_pass_runs": [r.as_dict() for r in host_pass.runs] if host_pass else [],
     }
 
 
@@ -331,97 +380,3 @@ def to_json(report: dict[str, Any]) -> str:
         return x
 
     return json.dumps(clean(report), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-# -- Markdown -------------------------------------------------------------------------------
-def _f(x: float | None, fmt: str = "{:.2f}", none: str = "–") -> str:
-    return none if x is None else fmt.format(x)
-
-
-def _ms(x: float | None) -> str:
-    return _f(None if x is None else x * 1000, "{:.0f}")
-
-
-def _pct(x: float | None) -> str:
-    return _f(None if x is None else x * 100, "{:.0f}%")
-
-
-def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
-    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
-    return out
-
-
-def to_markdown(report: dict[str, Any]) -> str:
-    m, s = report["machine"], report["settings"]
-    lines = [
-        "# SpecChat benchmark",
-        "",
-        f"- command: `{report['command']}`",
-        f"- machine: {m['cpu']}, {m['cpu_count_physical']} cores / {m['cpu_count_logical']} "
-        f"threads, {m['memory_gb']} GB; llama-cpp-python {m['llama_cpp_python']}",
-        f"- {s['repeats']} repeat(s), temperature {s['temperature']}, "
-        f"max tokens {s['max_tokens'] or 'per prompt'}, started {report['started_at']}, "
-        f"took {report['duration_s']:.0f} s",
-    ]
-    if not report.get("complete", True):
-        lines.append(
-            f"- **partial run**: {len(report['runs'])} of {report['planned_runs']} runs measured"
-        )
-    for role, info in report["models"].items():
-        if info:
-            lines.append(f"- {role}: {info['file']} ({info['size_bytes'] / 1e9:.2f} GB)")
-    lines += ["", "## Overall (geometric means over prompts)", ""]
-    ov = report["overall"]
-    kinds = sorted({k for o in ov.values() for k in o["speedup_by_kind"]})
-    head = ["mode", "tok/s", "speedup", "e2e speedup", "TTFT ratio", "accept", "mean len"]
-    head += ["same text", "peak RSS MB", "vs own baseline"] + [f"speedup {k}" for k in kinds]
-    rows = []
-    for label, o in ov.items():
-        row = [
-            label,
-            _f(o["tokens_per_s_geomean"], "{:.1f}"),
-            _f(o["speedup_vs_off_geomean"], "{:.2f}×"),
-            _f(o["e2e_speedup_vs_off_geomean"], "{:.2f}×"),
-            _f(o["ttft_ratio_vs_off_geomean"]),
-            _pct(o["acceptance_rate"]),
-            _f(o["mean_accepted_length"]),
-            f"{o['identical_prompts']}/{o['prompts']}",
-            _f(o["peak_rss_mb"], "{:.0f}"),
-            _f(o["speedup_vs_baseline_geomean"], "{:.2f}×"),
-        ]
-        row += [_f(o["speedup_by_kind"].get(k), "{:.2f}×") for k in kinds]
-        rows.append(row)
-    lines += _table(head, rows)
-    lines += ["", "## Per prompt", ""]
-    head = ["prompt", "kind", "mode", "tokens", "tok/s", "speedup", "e2e tok/s", "TTFT ms"]
-    head += ["TTFT ratio", "accept", "mean len", "same text", "peak RSS MB"]
-    rows = []
-    for r in report["records"]:
-        same = "yes" if r["identical_to_off"] else f"no (token {r['first_divergence']})"
-        rows.append(
-            [
-                r["id"],
-                r["kind"],
-                r["mode"],
-                _f(r["tokens"], "{:.0f}"),
-                _f(r["tokens_per_s"], "{:.1f}"),
-                _f(r["speedup_vs_off"], "{:.2f}×"),
-                _f(r["e2e_tokens_per_s"], "{:.1f}"),
-                _ms(r["ttft_s"]),
-                _f(r["ttft_ratio_vs_off"]),
-                _pct(r["acceptance_rate"]),
-                _f(r["mean_accepted_length"]),
-                same,
-                _f(r["peak_rss_mb"], "{:.0f}"),
-            ]
-        )
-    lines += _table(head, rows)
-    lines += [
-        "",
-        "speedup = median of per-pair tok/s ratios against the off run measured right before; "
-        "tok/s = decode speed after the first token; TTFT ratio below 1 is faster. "
-        "See docs/benchmarks.md.",
-        "",
-    ]
-    return "\n".join(lines)

@@ -1,6 +1,5 @@
-"""Benchmark suites and the interleaved runner (no Qt).
+"""The interleaved benchmark runner (no Qt); suites are read by ``suite.py``.
 
-A suite is a TOML file of ``[[prompts]]`` tables (see ``resources/bench/default_suite.toml``).
 Every variant (a speculation mode, or a peer implementation) is measured in pairs with the
 reference, SpecChat with speculation off: for each repeat and prompt the runner does ``off, A,
 off, B, …``, each run from cold KV caches, so every ratio compares two runs taken side by side
@@ -9,145 +8,38 @@ and slow drift of the machine cancels out. The statistics live in ``bench_report
 
 from __future__ import annotations
 
-import os
-import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from ...resources_path import resources_dir
-from ..engine import Engine, Message
+from ..engine import Engine
 from ..reply import Reply
 from ..types import GenerationParams, Mode, acceptance_rate
+from .suite import BenchPrompt, Suite, SuiteError, load_suite, parse_suite
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+__all__ = [
+    "BenchPrompt",
+    "BenchRun",
+    "BenchSettings",
+    "EngineVariant",
+    "PreparedPrompt",
+    "RunResult",
+    "Suite",
+    "SuiteError",
+    "Variant",
+    "load_suite",
+    "parse_modes",
+    "parse_suite",
+    "run_bench",
+    "schedule",
+]
 
-KINDS = ("code", "edit", "quote", "chat")
-SUITE_PACKAGE = "specchat.bench_data"  # package data, once pyproject ships it
-SUITE_FILE = "default_suite.toml"
 DEFAULT_MAX_TOKENS = 256
 WARMUP_TOKENS = 8
 REFERENCE = Mode.OFF.value  # the label every other variant is paired with
-
-_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_PROMPT_KEYS = {"id", "kind", "prompt", "system", "max_tokens"}
-
-
-# -- suites ---------------------------------------------------------------------------------
-class SuiteError(ValueError):
-    """A suite file that cannot be used; the message names the file and the entry."""
-
-
-@dataclass(frozen=True)
-class BenchPrompt:
-    id: str
-    kind: str  # one of KINDS
-    prompt: str  # the user message
-    system: str | None = None
-    max_tokens: int | None = None
-
-    def messages(self) -> list[Message]:
-        out: list[Message] = []
-        if self.system:
-            out.append({"role": "system", "content": self.system})
-        out.append({"role": "user", "content": self.prompt})
-        return out
-
-
-@dataclass(frozen=True)
-class Suite:
-    name: str
-    prompts: tuple[BenchPrompt, ...]
-    source: str = ""
-
-    def select(self, ids: Iterable[str]) -> Suite:
-        """The prompts with these ids, in the order given (unknown ids are an error)."""
-        by_id = {p.id: p for p in self.prompts}
-        wanted = [i.strip() for i in ids if i.strip()]
-        missing = [i for i in wanted if i not in by_id]
-        if missing:
-            raise SuiteError(
-                f"{self.source or self.name}: no prompt with id {', '.join(map(repr, missing))} "
-                f"(ids: {', '.join(by_id)})"
-            )
-        return Suite(self.name, tuple(by_id[i] for i in wanted), self.source)
-
-
-def parse_suite(text: str, source: str = "<suite>") -> Suite:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SuiteError(f"{source}: not valid TOML: {exc}") from None
-    entries = data.get("prompts")
-    if not isinstance(entries, list) or not entries:
-        raise SuiteError(f"{source}: no [[prompts]] entries")
-    prompts: list[BenchPrompt] = []
-    seen: set[str] = set()
-    for n, entry in enumerate(entries, 1):
-        where = f"{source}: prompt #{n}"
-        if not isinstance(entry, dict):
-            raise SuiteError(f"{where}: must be a table")
-        unknown = sorted(set(entry) - _PROMPT_KEYS)
-        if unknown:
-            raise SuiteError(f"{where}: unknown key(s) {', '.join(unknown)}")
-        pid = entry.get("id")
-        if not isinstance(pid, str) or not _ID_RE.fullmatch(pid):
-            raise SuiteError(f"{where}: id must be a word of letters, digits, '_', '-' or '.'")
-        where = f"{source}: prompt {pid!r}"
-        if pid in seen:
-            raise SuiteError(f"{where}: duplicate id")
-        seen.add(pid)
-        kind = entry.get("kind")
-        if kind not in KINDS:
-            raise SuiteError(f"{where}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
-        prompt = entry.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise SuiteError(f"{where}: prompt must be a non-empty string")
-        system = entry.get("system")
-        if system is not None and not isinstance(system, str):
-            raise SuiteError(f"{where}: system must be a string")
-        max_tokens = entry.get("max_tokens")
-        if max_tokens is not None and (
-            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-        ):
-            raise SuiteError(f"{where}: max_tokens must be a positive integer")
-        prompts.append(BenchPrompt(pid, kind, prompt, system or None, max_tokens))
-    name = data.get("name", Path(source).stem)
-    return Suite(str(name), tuple(prompts), source)
-
-
-def load_suite(path: str | os.PathLike[str] | None = None) -> Suite:
-    """Read a suite file; without a path, the default suite shipped with SpecChat."""
-    if path is None:
-        text, origin = _default_suite_text()
-        return parse_suite(text, origin)
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SuiteError(f"cannot read suite {p}: {exc.strerror or exc}") from None
-    return parse_suite(text, str(p))
-
-
-def _default_suite_text() -> tuple[str, str]:
-    try:
-        res = resources.files(SUITE_PACKAGE) / SUITE_FILE
-        if res.is_file():
-            return res.read_text(encoding="utf-8"), str(res)
-    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
-        pass
-    path = resources_dir() / "bench" / SUITE_FILE  # a checkout, or a PyInstaller bundle
-    if path.is_file():
-        return path.read_text(encoding="utf-8"), str(path)
-    raise SuiteError(f"the default bench suite was not found (looked for {path})")
 
 
 # -- one run --------------------------------------------------------------------------------
@@ -387,18 +279,25 @@ def parse_modes(text: str | Sequence[str]) -> list[str]:
 
 
 def schedule(
-    prompts: Sequence[P], labels: Sequence[str], repeats: int
+    prompts: Sequence[P], labels: Sequence[str], repeats: int, pairing: str = "block"
 ) -> list[tuple[int, P, str, int]]:
-    """(repeat, prompt, variant label, pair) in running order: per repeat, per prompt,
-    ``off, A, off, B, …``. With only the reference, one run per prompt and repeat."""
+    """(repeat, prompt, variant label, pair) in running order, per repeat and prompt:
+    ``pairing="alternate"``: ``off, A, off, B, …`` (each variant right after its own off run);
+    ``pairing="block"``: ``off, A, B, …`` (every variant against the off run that opened the
+    block; half the runs, for suites with many variants). With only the reference, one run per
+    prompt and repeat."""
+    if pairing not in ("block", "alternate"):
+        raise ValueError(f"pairing must be block or alternate, not {pairing!r}")
     out: list[tuple[int, P, str, int]] = []
     pair = 0
     others = [lab for lab in labels if lab != REFERENCE]
     for rep in range(repeats):
         for p in prompts:
-            if not others:
+            if not others or pairing == "block":
                 out.append((rep, p, REFERENCE, pair))
+                out += [(rep, p, lab, pair) for lab in others]
                 pair += 1
+                continue
             for lab in others:
                 out.append((rep, p, REFERENCE, pair))
                 out.append((rep, p, lab, pair))
@@ -418,6 +317,7 @@ def run_bench(
     warmup: bool = True,
     on_run: OnRun | None = None,
     cancel: Callable[[], bool] | None = None,
+    pairing: str = "block",
 ) -> BenchRun:
     """Measure `modes` of `engine` (and any peer variants) on every prompt of `suite`."""
     settings = BenchSettings(repeats, max_tokens, params or GenerationParams(), warmup).validate()
@@ -431,7 +331,7 @@ def run_bench(
         variants[peer.label] = peer
     labels = list(variants)
     prompts = [prepare(engine, p, settings) for p in suite.prompts]
-    plan = schedule(prompts, labels, settings.repeats)
+    plan = schedule(prompts, labels, settings.repeats, pairing)
     started, t0 = time.time(), time.perf_counter()
     if settings.warmup and prompts:
         # Touch every model's weights once (they are mmapped) so the first pair is not cold.

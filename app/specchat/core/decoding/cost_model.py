@@ -1,33 +1,41 @@
-"""Auto mode: an online cost model that decides, step by step, whether speculation pays.
+"""Auto mode and draft sizing: an online cost model of what speculation gains, step by step.
 
 It measures what things cost on this machine, now:
 - the target's decode time for a batch of n tokens, t(n) = t1 * (1 + beta * (n - 1));
-- the draft model's time per drafted token (prompt lookup costs nothing);
+- the draft model's time per drafted token (n-gram lookup costs nothing);
 - the host's own work per step (choosing tokens, building the event): everything a step costs
   beyond llama_decode;
-- whole steps, wall clock, per kind: a decayed ratio of what each kind of step really took to
-  what the parts above predict, so whatever the parts miss is charged to that kind;
-- each drafter's per-token acceptance probability alpha (for lookup, by match length),
+- whole steps, wall clock, per drafter: a decayed ratio of what each kind of step really took
+  to what the parts above predict, so whatever the parts miss is charged to that drafter;
+- acceptance: per drafter and class of drafted token (the n-gram drafter's confidence classes;
+  one class for the draft model), decayed Beta estimates of the chance a token is accepted
+  given that the ones before it were,
 and picks the drafter and draft length k that maximise expected tokens per second:
 
-    rate(k) = E(k) / step(k),   E(k) = (1 - alpha^(k+1)) / (1 - alpha),
-    step(k) = rho * (draft_cost(k) + t(k + 1) + host * (k + 1 [+ k for a draft model]))
+    rate(k) = E(k) / step(k),   E(k) = 1 + sum_{j<=k} prod_{i<=j} a_i,
+    step(k) = rho * (draft_cost(k) + t(k + 1) + host * (tokens chosen in the step))
 
 against plain decoding at 1 / (t(1) + host). If nothing beats plain decoding by a small margin,
 it does not speculate. Estimates are decayed averages, so the choice follows acceptance as it
-drifts; when only the host's work stands between a drafter and a gain, the reason says so.
+drifts; a drafter the estimates rule out is tried again now and then, and the reason says what
+made it lose (the models' costs, host work, or steps measured slower than predicted).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DRAFT = "draft"
 LOOKUP = "lookup"
 
+_DRAFT_PRIOR = 0.6
+_CLASS_PRIOR = {"c95": 0.9, "c75": 0.75, "c50": 0.55, "c00": 0.3}
+
 
 def expected_tokens(alpha: float, k: int) -> float:
-    """Tokens gained by one verification of k drafted tokens (accepted run + the target's own)."""
+    """Tokens gained by one verification of k drafted tokens (accepted run + the target's own)
+    when each is accepted with probability alpha."""
     if k <= 0:
         return 1.0
     if alpha >= 1.0:
@@ -35,16 +43,10 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def lookup_bucket(match_len: int) -> str:
-    if match_len >= 8:
-        return "long"
-    if match_len >= 5:
-        return "medium"
-    return "short"
-
-
-_LOOKUP_PRIOR = {"short": 0.45, "medium": 0.65, "long": 0.8}
-_DRAFT_PRIOR = 0.6
+def _prior(drafter: str, cls: str) -> float:
+    if drafter == DRAFT:
+        return _DRAFT_PRIOR
+    return _CLASS_PRIOR.get(cls.rpartition("/")[2], 0.5)
 
 
 @dataclass(frozen=True)
@@ -58,14 +60,14 @@ class Plan:
 class _Beta:
     """Decayed Beta-Bernoulli estimate of a per-token acceptance probability."""
 
-    def __init__(self, prior: float, weight: float = 4.0, decay: float = 0.97) -> None:
+    def __init__(self, prior: float, weight: float = 4.0, decay: float = 0.98) -> None:
         self.s = prior * weight
         self.f = (1.0 - prior) * weight
         self.decay = decay
 
-    def update(self, drafted: int, accepted: int) -> None:
-        self.s = self.s * self.decay + accepted
-        self.f = self.f * self.decay + (1.0 if accepted < drafted else 0.0)
+    def add(self, accepted: bool) -> None:
+        self.s = self.s * self.decay + (1.0 if accepted else 0.0)
+        self.f = self.f * self.decay + (0.0 if accepted else 1.0)
 
     @property
     def mean(self) -> float:
@@ -73,7 +75,7 @@ class _Beta:
 
 
 class CostModel:
-    """Online costs and acceptance for one engine (one conversation at a time)."""
+    """Online costs and acceptance for one engine (it follows the conversation)."""
 
     def __init__(self, *, gpu: bool = False, draft_cost_ratio: float = 0.45) -> None:
         self.t1: float | None = None  # seconds for a one-token target decode
@@ -88,6 +90,8 @@ class CostModel:
         self.margin = 1.03  # speculate only when the expected gain beats plain by 3 %
         self.host: float | None = None  # host seconds per step outside llama_decode (plain)
         self.step_ratio: dict[str, float] = {}  # per drafter: measured step / predicted step
+        self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
+        self.reprobe_after = 24  # steps: a drafter the estimates rule out is tried again
 
     # -- observations -----------------------------------------------------------------------
     def observe_target(self, n_tokens: int, seconds: float) -> None:
@@ -98,10 +102,12 @@ class CostModel:
             return
         if self.t1 is None:
             return
-        ratio = seconds / self.t1
         x = n_tokens - 1
-        self._beta_num = 0.9 * self._beta_num + (ratio - 1.0) * x
-        self._beta_den = 0.9 * self._beta_den + x * x
+        # One noisy measurement (another program on the machine) must not swing the model:
+        # a batch costs at least one token's time and at most 2.5x per extra token.
+        ratio = min(max(seconds / self.t1, 1.0), 1.0 + 2.5 * x)
+        self._beta_num = 0.95 * self._beta_num + (ratio - 1.0) * x
+        self._beta_den = 0.95 * self._beta_den + x * x
 
     def observe_draft(self, n_tokens: int, seconds: float) -> None:
         if n_tokens < 1 or seconds <= 0.0:
@@ -125,24 +131,32 @@ class CostModel:
         predicted = self._step_parts(drafter, k, 0)
         if predicted <= 0.0:
             return
-        r = min(4.0, max(0.25, wall_s / predicted))
+        r = min(2.0, max(0.5, wall_s / predicted))
         old = self.step_ratio.get(drafter)
-        self.step_ratio[drafter] = r if old is None else 0.8 * old + 0.2 * r
+        self.step_ratio[drafter] = r if old is None else 0.85 * old + 0.15 * r
+        self.idle[drafter] = 0
 
-    def observe_accept(self, drafter: str, bucket: str, drafted: int, accepted: int) -> None:
-        if drafted > 0:
-            self._alpha(drafter, bucket).update(drafted, accepted)
+    def observe_accept(
+        self, drafter: str, classes: Sequence[str], judged: int, accepted: int
+    ) -> None:
+        """`judged` drafted tokens were checked, the first `accepted` of them accepted; token i
+        had acceptance class classes[i] (one class for every token is fine)."""
+        for i in range(min(judged, accepted + 1)):
+            cls = classes[i] if i < len(classes) else classes[-1] if classes else ""
+            self._alpha(drafter, cls).add(i < accepted)
 
     # -- estimates --------------------------------------------------------------------------
-    def _alpha(self, drafter: str, bucket: str) -> _Beta:
-        key = (drafter, bucket)
+    def _alpha(self, drafter: str, cls: str) -> _Beta:
+        key = (drafter, cls)
         if key not in self.alpha:
-            prior = _DRAFT_PRIOR if drafter == DRAFT else _LOOKUP_PRIOR.get(bucket, 0.5)
-            self.alpha[key] = _Beta(prior)
+            self.alpha[key] = _Beta(_prior(drafter, cls))
         return self.alpha[key]
 
-    def acceptance(self, drafter: str, bucket: str = "") -> float:
-        return self._alpha(drafter, bucket).mean
+    def acceptance(self, drafter: str, cls: str = "") -> float:
+        return self._alpha(drafter, cls).mean
+
+    def acceptances(self, drafter: str, classes: Sequence[str]) -> list[float]:
+        return [self._alpha(drafter, c).mean for c in classes]
 
     @property
     def beta(self) -> float:
@@ -179,28 +193,34 @@ class CostModel:
         return self.target_cost(1) + self.host_cost()
 
     # -- decisions --------------------------------------------------------------------------
-    def best_k(
-        self, drafter: str, bucket: str, max_k: int, lag: int = 0, *, with_host: bool = True
+    def best_chain(
+        self,
+        drafter: str,
+        alphas: Sequence[float],
+        lag: int = 0,
+        *,
+        with_host: bool = True,
+        with_ratio: bool = True,
     ) -> tuple[int, float]:
-        """(k, expected rate relative to plain) of the best draft length up to max_k; k = 0
-        when no length beats plain decoding (the best rate found is still returned).
-        `with_host=False` prices the models alone (to tell when host work is what loses).
-        Runs every Auto step, so the loop is plain arithmetic."""
-        alpha = self.acceptance(drafter, bucket)
+        """(k, expected rate relative to plain) of the best draft length up to len(alphas),
+        token i being accepted (after the ones before it) with probability alphas[i]; k = 0
+        when no length beats plain decoding (the best rate found is still returned). Without
+        host / ratio it prices the models alone (to tell what makes a drafter lose). Runs
+        every step, so the loop is plain arithmetic."""
         t1 = self.t1 if self.t1 is not None else 1.0
         beta = self.beta
         host = self.host_cost() if with_host else 0.0
-        ratio = self.step_ratio.get(drafter, 1.0) if with_host else 1.0
+        ratio = self.step_ratio.get(drafter, 1.0) if with_ratio else 1.0
         t_plain = t1 + host
         is_draft = drafter == DRAFT
         per = 0.0
         if is_draft:
             per = self.draft_token if self.draft_token is not None else self._draft_ratio * t1
         best_k, best = 0, 0.0
-        power = alpha  # alpha ** k
-        for k in range(1, max_k + 1):
-            power *= alpha
-            gained = float(k + 1) if alpha >= 1.0 else (1.0 - power) / (1.0 - alpha)
+        chance, gained = 1.0, 1.0
+        for k, a in enumerate(alphas, start=1):
+            chance *= a
+            gained += chance
             rows = 2 * k + 1 if is_draft else k + 1
             draft = per * (k + 0.1 * lag) if is_draft else 0.0
             cost = (draft + t1 * (1.0 + beta * k) + host * rows) * ratio
@@ -209,24 +229,28 @@ class CostModel:
                 best_k, best = k, gain
         return (best_k, best) if best > 1.0 else (0, best)
 
+    def best_k(self, drafter: str, cls: str, max_k: int, lag: int = 0) -> tuple[int, float]:
+        """best_chain with one acceptance probability for every position."""
+        return self.best_chain(drafter, [self.acceptance(drafter, cls)] * max_k, lag)
+
     def plan(
         self,
         *,
-        lookup_match: int,
-        lookup_avail: int,
+        lookup_classes: Sequence[str],
         draft_ok: bool,
         max_k: int,
         draft_lag: int = 0,
     ) -> Plan:
-        """Choose among a plain step, the prompt-lookup draft on offer, and the draft model."""
+        """Choose among a plain step, the n-gram draft on offer (its tokens' acceptance
+        classes, in order) and the draft model."""
         if self.t1 is None:
             return Plan(None, 0, 1.0, "auto: measuring the target's speed")
         options: list[Plan] = []
-        if lookup_match > 0 and lookup_avail > 0:
-            bucket = lookup_bucket(lookup_match)
-            k, gain = self.best_k(LOOKUP, bucket, min(max_k, lookup_avail))
-            a = self.acceptance(LOOKUP, bucket)
-            options.append(Plan(LOOKUP, k, gain, f"lookup k={k} (match {lookup_match}, α≈{a:.2f})"))
+        lookup_alphas = self.acceptances(LOOKUP, lookup_classes[:max_k])
+        if lookup_alphas:
+            k, gain = self.best_chain(LOOKUP, lookup_alphas)
+            a = lookup_alphas[0]
+            options.append(Plan(LOOKUP, k, gain, f"lookup k={k} (first token α≈{a:.2f})"))
         if draft_ok and max_k >= 1:
             k, gain = self.best_k(DRAFT, "", max_k, draft_lag)
             a = self.acceptance(DRAFT)
@@ -238,22 +262,48 @@ class CostModel:
             options.append(Plan(DRAFT, k, gain, f"draft model k={k} (α≈{a:.2f})"))
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
-            why = "no draft on offer"
-            if options:
-                top = max(options, key=lambda p: p.speedup)
-                name = "lookup" if top.drafter == LOOKUP else "draft model"
-                why = f"{name} would run at {top.speedup:.2f}x"
-                assert top.drafter is not None
-                bucket = lookup_bucket(lookup_match) if top.drafter == LOOKUP else ""
-                lag = draft_lag if top.drafter == DRAFT else 0
-                avail = min(max_k, lookup_avail) if top.drafter == LOOKUP else max_k
-                _, bare = self.best_k(top.drafter, bucket, avail, lag, with_host=False)
-                if bare >= self.margin and self.host is not None:
-                    why += (
-                        f": host work ({self.host * 1000:.2f} ms per token chosen) outweighs "
-                        f"the {bare:.2f}x the models' own costs allow"
-                    )
-            return Plan(None, 0, 1.0, f"auto: plain decoding ({why})")
+            return self._plain(options, lookup_alphas, max_k, draft_lag)
+        for o in options:
+            if o.drafter != best.drafter:
+                assert o.drafter is not None
+                self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1
         return Plan(
             best.drafter, best.k, best.speedup, f"auto: {best.reason}, est. {best.speedup:.2f}x"
         )
+
+    def _plain(
+        self, options: list[Plan], lookup_alphas: Sequence[float], max_k: int, lag: int
+    ) -> Plan:
+        """A plain step, with the reason; or, now and then, one step of a drafter the
+        estimates rule out, so a single slow measurement cannot switch it off for good."""
+        if not options:
+            return Plan(None, 0, 1.0, "auto: plain decoding (no draft on offer)")
+        top = max(options, key=lambda p: p.speedup)
+        assert top.drafter is not None
+        name = "lookup" if top.drafter == LOOKUP else "draft model"
+        why = f"{name} would run at {top.speedup:.2f}x"
+        if top.drafter == LOOKUP:
+            alphas = list(lookup_alphas)
+            lag = 0
+        else:
+            alphas = [self.acceptance(DRAFT)] * max_k
+        k_bare, bare = self.best_chain(top.drafter, alphas, lag, with_host=False, with_ratio=False)
+        _, hosted = self.best_chain(top.drafter, alphas, lag, with_ratio=False)
+        if bare >= self.margin and hosted < self.margin and self.host is not None:
+            why += (
+                f": host work ({self.host * 1000:.2f} ms per token chosen) outweighs "
+                f"the {bare:.2f}x the models' own costs allow"
+            )
+        elif hosted >= self.margin:
+            ratio = self.step_ratio.get(top.drafter, 1.0)
+            why += f": its steps measured {ratio:.2f}x slower than their parts predict"
+        for o in options:
+            assert o.drafter is not None
+            self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1
+            r = self.step_ratio.get(o.drafter)
+            if r is not None:  # an old slow measurement fades while nothing new comes in
+                self.step_ratio[o.drafter] = 1.0 + (r - 1.0) * 0.97
+        if bare >= self.margin and self.idle.get(top.drafter, 0) >= self.reprobe_after:
+            self.idle[top.drafter] = 0
+            return Plan(top.drafter, k_bare, bare, f"auto: re-measuring {name} (k={k_bare})")
+        return Plan(None, 0, 1.0, f"auto: plain decoding ({why})")

@@ -20,10 +20,10 @@ import numpy as np
 
 from ..types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent, Top2
 from .backend_sampler import DIST, DRAFT_TOP_K, GREEDY, ROWS_MAX, TOP_K, SamplerSpec
-from .cost_model import DRAFT, LOOKUP, CostModel, lookup_bucket
+from .cost_model import DRAFT, LOOKUP, CostModel
 from .draft_model import ModelDrafter
 from .drafting import Draft
-from .prompt_lookup import PromptLookupDrafter
+from .ngram import NgramDrafter, Proposal
 from .runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from .sampling import Dist, Warp, accept_draft_token, backend_dist, residual_sample, sample, top2
 from .text_stream import TextStream
@@ -52,7 +52,7 @@ class Decoder:
         mode: Mode,
         *,
         model: ModelDrafter | None,
-        lookup: PromptLookupDrafter,
+        lookup: NgramDrafter,
         cost: CostModel,
         cancel: CancelCheck | None = None,
     ) -> None:
@@ -78,8 +78,10 @@ class Decoder:
         self._flags: list[bool] = []
         self._top2: list[Top2] = []
         self._produced = 0  # tokens the current step produced (an ending token included)
-        self._lookup_seen = 0  # ctx tokens prompt lookup has been told about
+        self._lookup_seen = 0  # ctx tokens the n-gram drafter has been told about
+        self._proposal: Proposal | None = None
         self.backend = False  # llama.cpp's graph chooses the target's tokens
+        self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _hist(self, extra: Sequence[int] = ()) -> list[int]:
@@ -203,10 +205,10 @@ class Decoder:
                 limit = min(room - 1, self.p.max_tokens - self.stats.tokens, self.p.k_max)
                 if self.backend:
                     limit = min(limit, ROWS_MAX - 1)
-                draft, kind, bucket = self._draft(limit)
+                draft, kind, classes = self._draft(limit)
                 try:
                     if draft.tokens:
-                        self._verify(draft, kind, bucket)
+                        self._verify(draft, kind, classes)
                     else:
                         self._plain_step()
                 finally:
@@ -249,14 +251,31 @@ class Decoder:
             name = blocked.info.model_name or blocked.path.stem
             self.stats.note = NO_ROLLBACK_NOTE.format(name=name)
             self.mode = Mode.OFF
+            self.stats.mode = Mode.OFF.value
 
     def _prefill_and_first(self) -> None:
+        """Decode what the cache lacks of the prompt and choose the first token from it. What
+        the first choice needs is remembered, so a regenerate of the same prompt decodes
+        nothing. At T > 0 the first token is drawn on the host (from llama.cpp's probabilities
+        when its sampler runs in the graph), so a seed gives the same reply cold or warm."""
         t = self.t
         n = len(self.prompt)
-        # Reuse the cached prefix; at least the prompt's last token is decoded again, for the
-        # first token's logits (a regenerate of the same prompt costs one step).
-        t.truncate(min(t.common_prefix(self.prompt), n - 1))
-        rows = t.decode(self.prompt[len(t.cache) :], logits_for="last", cancel=self.cancel)
+        key = (
+            self.backend,
+            t.sampler.active,
+            self.p.temperature,
+            self.p.top_k,
+            self.p.top_p,
+            self.p.min_p,
+            self.p.repeat_penalty,
+            self.p.repeat_last_n,
+        )
+        first_input = t.recall(n, key) if t.common_prefix(self.prompt) >= n else None
+        if first_input is None or not t.truncate(n):
+            t.truncate(min(t.common_prefix(self.prompt), n - 1))
+            rows = t.decode(self.prompt[len(t.cache) :], logits_for="last", cancel=self.cancel)
+            first_input = self._first_input(rows)
+            t.remember(n, key, first_input)
         self.stats.prefill_s = time.perf_counter() - self._t0
         if self.model is not None and self.mode is not Mode.OFF:
             self.model.begin(self.prompt)
@@ -264,10 +283,28 @@ class Decoder:
             self.lookup.begin(self.prompt)
         self._lookup_seen = len(self.prompt)
         # The first token comes straight from the prefill: no draft work delays it.
-        self._push(self._choose(rows, -1), False, rows, -1)
+        if isinstance(first_input, Dist):
+            first = sample(first_input, self.rng)
+        elif isinstance(first_input, int):
+            first = first_input
+        else:
+            assert isinstance(first_input, np.ndarray)
+            first = self._choose(first_input[None, :], 0)
+        row = first_input[None, :] if isinstance(first_input, np.ndarray) else self._no_rows
+        self._push(first, False, row, -1)
+
+    def _first_input(self, rows: Logits) -> object:
+        """What the first token is chosen from: the greedy token, the distribution (copied out
+        of llama.cpp's buffer), or the raw logits row (host path)."""
+        if not self.backend:
+            return np.array(rows[-1], dtype=np.float32, copy=True)
+        if self.warp.greedy:
+            return self.t.sampler.token(-1)
+        ids, probs = self.t.sampler.probs(-1)
+        return backend_dist(ids, probs, self.t.n_vocab, copy=True)
 
     def _extend_drafters(self) -> None:
-        """Tell prompt lookup about the tokens emitted since it last looked."""
+        """Tell the n-gram drafter about the tokens emitted since it last looked."""
         if self.mode in (Mode.LOOKUP, Mode.AUTO) and len(self.ctx) > self._lookup_seen:
             self.lookup.extend(self.ctx[self._lookup_seen :])
             self._lookup_seen = len(self.ctx)
@@ -280,25 +317,24 @@ class Decoder:
         self.stats.target_steps += 1
         self._push(self._choose(rows, -1), False, rows, -1)
 
-    def _draft(self, limit: int) -> tuple[Draft, str, str]:
-        """The draft for this step (possibly empty), which drafter made it, and its bucket."""
+    def _draft(self, limit: int) -> tuple[Draft, str, list[str]]:
+        """The draft for this step (possibly empty), which drafter made it, and the acceptance
+        class of each drafted token (for the cost model's calibration)."""
         none = Draft([], None)
         if limit < 1 or self.mode is Mode.OFF:
-            return none, "", ""
+            return none, "", []
         if self.mode is Mode.DRAFT:
             assert self.model is not None
-            return self._model_draft(min(limit, self.model.k)), DRAFT, ""
-        start, match = self.lookup.find()
-        avail = self.lookup.available(start)
-        bucket = lookup_bucket(match)
+            return self._model_draft(min(limit, self.model.k)), DRAFT, [""]
+        prop = self.lookup.propose(limit)
+        classes = prop.classes()
+        self._proposal = prop
         if self.mode is Mode.LOOKUP:
-            if start < 0:
-                return none, "", ""
-            k, _ = self.cost.best_k(LOOKUP, bucket, min(limit, avail))
-            return self.lookup.draft(start, max(k, 1), match), LOOKUP, bucket
+            k, _ = self.cost.best_chain(LOOKUP, self.cost.acceptances(LOOKUP, classes))
+            self.stats.k_current = k
+            return self.lookup.draft(prop, k), LOOKUP, classes
         plan = self.cost.plan(
-            lookup_match=match if start >= 0 else 0,
-            lookup_avail=avail,
+            lookup_classes=classes,
             draft_ok=self.model is not None,
             max_k=limit,
             draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
@@ -306,10 +342,10 @@ class Decoder:
         self.stats.note = plan.reason
         self.stats.k_current = plan.k
         if plan.drafter == LOOKUP:
-            return self.lookup.draft(start, plan.k, match), LOOKUP, bucket
+            return self.lookup.draft(prop, plan.k), LOOKUP, classes
         if plan.drafter == DRAFT:
-            return self._model_draft(plan.k), DRAFT, ""
-        return none, "", ""
+            return self._model_draft(plan.k), DRAFT, [""]
+        return none, "", []
 
     def _model_draft(self, k: int) -> Draft:
         d = self.model
@@ -352,7 +388,7 @@ class Decoder:
                 return i, residual_sample(p, q, d, self.rng)
         return k, self._choose(rows, k, tokens)
 
-    def _verify(self, draft: Draft, kind: str, bucket: str) -> None:
+    def _verify(self, draft: Draft, kind: str, classes: list[str]) -> None:
         t, st = self.t, self.stats
         tokens = draft.tokens
         k = len(tokens)
@@ -363,7 +399,9 @@ class Decoder:
         st.target_steps += 1
         st.verify_steps += 1
         m, nxt = self._judge(rows, draft)
-        self.cost.observe_accept(kind, bucket, k, m)
+        self.cost.observe_accept(kind, classes, k, m)
+        if kind == LOOKUP and self._proposal is not None:
+            self.lookup.feedback(self._proposal, k, m)
         if kind == DRAFT and self.model is not None:
             self.model.feedback(k, m)
         # Emit the accepted drafts and the target's token, then roll both caches back to

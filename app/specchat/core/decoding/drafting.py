@@ -29,7 +29,7 @@ def register_llama_draft_models() -> None:
     from llama_cpp.llama_speculative import LlamaDraftModel
 
     from .draft_model import ModelDrafter
-    from .prompt_lookup import PromptLookupDrafter
+    from .ngram import NgramDrafter
 
-    for cls in (ModelDrafter, PromptLookupDrafter):
+    for cls in (ModelDrafter, NgramDrafter):
         LlamaDraftModel.register(cls)

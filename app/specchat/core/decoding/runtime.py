@@ -87,6 +87,9 @@ class PrefillCancelled(Exception):
     """A cancel request interrupted a long prompt prefill (the cache keeps what was decoded)."""
 
 
+MAX_THREADS = 1024
+
+
 @dataclass(frozen=True)
 class RuntimeConfig:
     n_ctx: int = 4096
@@ -99,8 +102,12 @@ class RuntimeConfig:
             raise ValueError("context size must be between 256 and 1,048,576 tokens")
         if not -1 <= self.n_gpu_layers <= 10_000:
             raise ValueError("GPU layers must be -1 (all), 0 (CPU only) or a layer count")
-        if not 0 <= self.n_threads <= 1024:
+        if self.n_threads < 0:
             raise ValueError("threads must be 0 (automatic) or a positive count")
+        if self.n_threads > MAX_THREADS:
+            raise ValueError(
+                f"threads must be 0 (automatic) or at most {MAX_THREADS:,}, not {self.n_threads:,}"
+            )
         if not 8 <= self.n_batch <= 8192:
             raise ValueError("batch size must be between 8 and 8192")
         return self
@@ -179,6 +186,7 @@ class ModelRuntime:
         self._vocab = self._model.vocab
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self.cache: list[int] = []  # tokens whose K/V are in the cache, positions 0..len-1
+        self._remembered: tuple[int, object, object] | None = None
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
         self._eog = frozenset(
@@ -257,18 +265,34 @@ class ModelRuntime:
         return int(_llama().llama_vocab_eos(self._vocab))
 
     # -- KV cache ---------------------------------------------------------------------------
+    def remember(self, n: int, key: object, value: object) -> None:
+        """Keep what the decoder needs to answer the first n cached tokens again (the end of a
+        prompt) without decoding: a regenerate of the same prompt then costs no decode at all.
+        `key` says how it was computed (the sampler); it is forgotten once the cache is cut
+        below n."""
+        self._remembered = (n, key, value)
+
+    def recall(self, n: int, key: object) -> object | None:
+        r = self._remembered
+        if r is not None and r[0] == n and r[1] == key and len(self.cache) >= n:
+            return r[2]
+        return None
+
     def truncate(self, n_keep: int) -> bool:
         """Drop cache entries at positions >= n_keep (rollback after a rejected draft).
 
         Returns False when llama.cpp could not erase part of the sequence (recurrent or hybrid
         memory): the cache is then cleared and `cache` is empty, so the caller must decode what
         it wants to keep again."""
+        if self._remembered is not None and n_keep < self._remembered[0]:
+            self._remembered = None
         if n_keep >= len(self.cache):
             return True
         mem = self._ctx.memory
         if not self.can_rollback or not _llama().llama_memory_seq_rm(mem, 0, n_keep, -1):
             _llama().llama_memory_clear(mem, True)
             self.cache = []
+            self._remembered = None
             return n_keep == 0
         del self.cache[n_keep:]
         return True
@@ -286,6 +310,7 @@ class ModelRuntime:
     def reset(self) -> None:
         _llama().llama_memory_clear(self._ctx.memory, True)
         self.cache = []
+        self._remembered = None
 
     # -- decoding ---------------------------------------------------------------------------
     def decode(

@@ -61,6 +61,14 @@ class CatalogModel:
     size: int | None = None  # bytes, only where verified
     sha256: str | None = None  # lowercase hex, only where verified
     pypi: PypiChunks | None = None
+    size_gb: float | None = None  # approximate size (10^9 bytes) as the Hub lists it
+
+    @property
+    def approx_bytes(self) -> int | None:
+        """The exact size when pinned, else the approximate one (for plans, never checks)."""
+        if self.size is not None:
+            return self.size
+        return int(self.size_gb * 1e9) if self.size_gb is not None else None
 
     @property
     def label(self) -> str:
@@ -75,6 +83,7 @@ class CatalogPair:
     draft: str  # model id
     default: bool = False
     note: str = ""
+    vram_gb: float | None = None  # GPU memory for both models whole at 4,096 tokens (GB)
 
 
 @dataclass(frozen=True)
@@ -159,10 +168,10 @@ def load_catalog(path: Path | None = None) -> Catalog:
 # --------------------------------------------------------------------------------------------
 
 _MODEL_REQUIRED = ("id", "repo", "file", "family", "params", "quant", "context_length")
-_MODEL_OPTIONAL = ("size", "sha256", "pypi")
+_MODEL_OPTIONAL = ("size", "sha256", "pypi", "size_gb")
 _PYPI_KEYS = ("packages", "parts", "version")
 _PAIR_REQUIRED = ("id", "target", "draft", "note")
-_PAIR_OPTIONAL = ("default",)
+_PAIR_OPTIONAL = ("default", "vram_gb")
 
 
 def _check_keys(
@@ -191,6 +200,15 @@ def _pos_int(entry: dict[str, Any], key: str, where: str) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
         raise ValueError(f"{where}: {key!r} must be a positive integer, not {v!r}")
     return v
+
+
+def _pos_float(entry: dict[str, Any], key: str, where: str) -> float | None:
+    if key not in entry:
+        return None
+    v = entry[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < 10_000:
+        raise ValueError(f"{where}: {key!r} must be a positive number of GB, not {v!r}")
+    return float(v)
 
 
 def _parse_pypi(entry: Any, where: str) -> PypiChunks:
@@ -225,6 +243,9 @@ def _parse_model(entry: Any, index: int) -> CatalogModel:
         if not _SHA256_RE.fullmatch(sha256):
             raise ValueError(f"{where}: 'sha256' must be 64 hex digits")
     pypi = _parse_pypi(entry["pypi"], where) if "pypi" in entry else None
+    size_gb = _pos_float(entry, "size_gb", where)
+    if size is not None and size_gb is not None and abs(size / 1e9 - size_gb) > 0.01 + size_gb / 50:
+        raise ValueError(f"{where}: 'size_gb' ({size_gb}) does not match 'size' ({size:,} bytes)")
     return CatalogModel(
         id=_str(entry, "id", where),
         repo=repo,
@@ -236,6 +257,7 @@ def _parse_model(entry: Any, index: int) -> CatalogModel:
         size=size,
         sha256=sha256,
         pypi=pypi,
+        size_gb=size_gb,
     )
 
 
@@ -256,6 +278,7 @@ def _parse_pair(entry: Any, index: int, models: Mapping[str, CatalogModel]) -> C
         draft=_str(entry, "draft", where),
         default=default,
         note=note.strip(),
+        vram_gb=_pos_float(entry, "vram_gb", where),
     )
     for role in ("target", "draft"):
         ref = getattr(pair, role)
@@ -263,6 +286,13 @@ def _parse_pair(entry: Any, index: int, models: Mapping[str, CatalogModel]) -> C
             raise ValueError(f"{where}: {role} {ref!r} is not a model id in this catalog")
     if pair.target == pair.draft:
         raise ValueError(f"{where}: target and draft are the same model")
+    sizes = [models[pair.target].approx_bytes, models[pair.draft].approx_bytes]
+    if pair.vram_gb is not None and None not in sizes:
+        weights = sum(s for s in sizes if s is not None) / 1e9
+        if pair.vram_gb < weights:
+            raise ValueError(
+                f"{where}: 'vram_gb' ({pair.vram_gb}) is less than the weights ({weights:.2f} GB)"
+            )
     return pair
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..units import format_bytes
 from .gguf_info import TOKEN_CONTROL, TOKEN_UNUSED, TOKEN_USER_DEFINED, GGUFInfo
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "CompatResult",
     "IncompatibleDraftError",
     "check_draft_compat",
+    "draft_size_warning",
     "require_compatible",
 ]
 
@@ -136,3 +138,31 @@ def require_compatible(target: GGUFInfo, draft: GGUFInfo) -> None:
     result = check_draft_compat(target, draft)
     if not result.ok:
         raise IncompatibleDraftError(result)
+
+
+def _params_text(n: int) -> str:
+    if n >= 1e8:
+        return f"{n / 1e9:.2f} B"
+    return f"{n / 1e6:.1f} M" if n >= 1e5 else f"{n:,}"
+
+
+def draft_size_warning(target: GGUFInfo, draft: GGUFInfo) -> str | None:
+    """A warning when the draft is not smaller than the target (a swapped pair, usually): it
+    then costs as much per token as the target itself, so speculation only slows replies down.
+    Compares parameter counts (file sizes when a header lists no tensors)."""
+    t, d = target.n_params, draft.n_params
+    if t and d:
+        t_text, d_text = f"{_params_text(t)} parameters", f"{_params_text(d)} parameters"
+    else:
+        t, d = target.file_size or 0, draft.file_size or 0
+        if not t or not d:
+            return None
+        t_text, d_text = format_bytes(t), format_bytes(d)
+    if d < t:
+        return None
+    how = "larger than" if d > t else "as large as"
+    return (
+        f"the draft ({d_text}) is {how} the target ({t_text}): were the two swapped? "
+        "A draft model only pays when it is much cheaper than the target; this pair will be "
+        "slower than no speculation"
+    )

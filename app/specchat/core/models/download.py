@@ -40,6 +40,7 @@ from .progress import Cancelled, Phase, Progress, ProgressFn, Reporter, Transfer
 from .remote import RemoteFileMeta, RemoteModel
 from .split_names import model_part_names
 from .store import ModelStore
+from .store_lock import store_file_locks, waiting_message
 
 __all__ = [
     "ChecksumMismatch",
@@ -154,6 +155,24 @@ class Downloader:
         report.check_cancel()
         report("connect", 0, message=f"looking up {name} in {repo_id}", force=True)
         self.hub.ensure_online()
+        names = [PurePosixPath(p).name for p in paths]
+        with store_file_locks(
+            self.store.root,
+            names,
+            waiting=lambda n: report("connect", 0, message=waiting_message(n), force=True),
+            check_cancel=report.check_cancel,
+        ):  # one writer per file: a second download of it waits, then finds it installed
+            return self._download_locked(repo_id, paths, revision, listed, report, name)
+
+    def _download_locked(
+        self,
+        repo_id: str,
+        paths: list[str],
+        revision: str | None,
+        listed: dict[str, str | None],
+        report: Reporter,
+        name: str,
+    ) -> Path:
         jobs = self._plan(repo_id, paths, revision, listed)
         report.total = sum(j.size for j in jobs)
         self._check_disk(jobs, name)

@@ -1,7 +1,8 @@
 """Our own GGUF header reader and validator (no llama.cpp).
 
 llama.cpp may abort the whole process on some corrupt files, so every model file is checked
-here first: the header is parsed completely and every tensor's data must lie inside the file.
+here first: the header is parsed completely, every tensor's data must lie inside the file, and
+the hyperparameters llama.cpp asserts on must be possible (:mod:`.gguf_hparams`).
 Errors are `GGUFError`s whose message an end user can act on.
 
 `parse_gguf_prefix` also works on the first bytes of a file only (for headers fetched with
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from .gguf_hparams import check_hparams
 from .gguf_info import (
     DEFAULT_ALIGNMENT,
     TOKEN_BYTE,
@@ -125,6 +127,7 @@ def parse_gguf_prefix(data: Buffer, *, name: str, file_size: int | None) -> GGUF
         alignment=alignment,
     )
     _check_tensor_bounds(info)
+    check_hparams(info)  # values llama.cpp would abort the process on
     return info
 
 

@@ -8,7 +8,6 @@ offloaded to a GPU, with the free VRAM the llama.cpp backend reports (when it re
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from dataclasses import dataclass, field
 
@@ -34,7 +33,6 @@ log = logging.getLogger(__name__)
 COMPUTE_OVERHEAD = 256 << 20  # per model: compute and output buffers (estimate)
 KV_TYPE_BYTES = 2  # f16 KV cache, llama.cpp's default
 TIGHT_FRACTION = 0.85  # above this share of the available memory a plan is "tight"
-_GGML_DEVICE_GPU = (1, 2)  # enum ggml_backend_dev_type: CPU 0, GPU 1, IGPU 2, ACCEL 3
 
 
 @dataclass(frozen=True)
@@ -217,37 +215,15 @@ def machine_memory(*, probe_gpu: bool = True) -> MachineMemory:
 def detect_vram() -> tuple[str, int, int] | None:
     """(name, free, total) of the largest GPU the llama.cpp backend knows, or None.
 
-    Best effort: asks ggml's device registry (the library llama-cpp-python ships); a CPU-only
-    build, a missing library or any error gives None.
+    Best effort: asks ggml's device registry (``core.backend_info``); a CPU-only build, a
+    missing library or any error gives None.
     """
-    try:
-        from llama_cpp import _ggml  # the native library, loaded once
+    from ..backend_info import gpu_devices
 
-        lib = _ggml.libggml
-        lib.ggml_backend_dev_count.restype = ctypes.c_size_t
-        lib.ggml_backend_dev_get.argtypes = [ctypes.c_size_t]
-        lib.ggml_backend_dev_get.restype = ctypes.c_void_p
-        lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
-        lib.ggml_backend_dev_type.restype = ctypes.c_int
-        lib.ggml_backend_dev_name.argtypes = [ctypes.c_void_p]
-        lib.ggml_backend_dev_name.restype = ctypes.c_char_p
-        lib.ggml_backend_dev_memory.argtypes = [
-            ctypes.c_void_p,
-            ctypes.POINTER(ctypes.c_size_t),
-            ctypes.POINTER(ctypes.c_size_t),
-        ]
-        lib.ggml_backend_dev_memory.restype = None
-        best: tuple[str, int, int] | None = None
-        for i in range(int(lib.ggml_backend_dev_count())):
-            dev = lib.ggml_backend_dev_get(i)
-            if not dev or lib.ggml_backend_dev_type(dev) not in _GGML_DEVICE_GPU:
-                continue
-            free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
-            lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
-            name = (lib.ggml_backend_dev_name(dev) or b"GPU").decode("utf-8", "replace")
-            if best is None or total.value > best[2]:
-                best = (name, int(free.value), int(total.value))
-        return best
-    except Exception as e:  # an optional probe: never fatal
-        log.debug("no VRAM figures from the backend: %s", e)
-        return None
+    best: tuple[str, int, int] | None = None
+    for dev in gpu_devices():
+        if dev.total is None:
+            continue
+        if best is None or dev.total > best[2]:
+            best = (dev.description or dev.name, int(dev.free or 0), dev.total)
+    return best

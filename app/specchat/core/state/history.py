@@ -1,13 +1,16 @@
 """Saved conversations: a small SQLite database in the user data directory (no Qt).
 
 Each message is written in its own transaction, so a crash loses at most the message being
-written. The database runs in WAL mode. Deleting a conversation only marks it deleted, so the
+written. The database runs in WAL mode, so several windows can share it (`changed_elsewhere`).
+A damaged file is kept as a backup and replaced by a fresh database holding what could be read
+from it (:mod:`.history_recovery`). Deleting a conversation only marks it deleted, so the
 front end can offer "undo"; `purge_deleted()` removes marked conversations for good.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -15,7 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .history_recovery import (
+    HistoryRecovery,
+    Salvage,
+    clean_conversation,
+    clean_message,
+    is_damage,
+    move_aside,
+    salvage,
+)
 from .paths import data_dir
+
+log = logging.getLogger(__name__)
 
 DB_FILE = "history.sqlite3"
 DEFAULT_TITLE = "New chat"
@@ -97,18 +111,79 @@ def default_db_path() -> Path:
 class History:
     """The conversation database. Use it from one thread (the GUI thread)."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, *, timeout: float = 5.0) -> None:
+        """Open (or create) the database. A damaged file is kept as a backup and a fresh
+        database holding whatever could be read from it takes its place: `recovery` then says
+        what happened (None on an ordinary start)."""
         self.path = Path(path) if path is not None else default_db_path()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=5.0)
-        self._db.row_factory = sqlite3.Row
-        self._db.create_function("fold", 1, _fold, deterministic=True)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA foreign_keys=ON")
+        self.recovery: HistoryRecovery | None = None
+        try:
+            self._db = self._open(timeout)
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise  # locked by another process, read-only, ...: not ours to replace
+            rows = salvage(self.path)
+            backup = move_aside(self.path)
+            self._db = self._open(timeout)
+            n_conv, n_msg = self._restore(rows)
+            self.recovery = HistoryRecovery(self.path, backup, str(exc), n_conv, n_msg)
+            log.warning("%s", self.recovery.message)
+        self._data_version = self._version()
+
+    def _open(self, timeout: float) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=timeout)
+        try:
+            db.row_factory = sqlite3.Row
+            db.create_function("fold", 1, _fold, deterministic=True)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA foreign_keys=ON")
+            with db:
+                db.executescript(_SCHEMA)
+                db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            check = str(db.execute("PRAGMA quick_check").fetchone()[0])
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"database disk image is malformed ({check})")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _restore(self, rows: Salvage) -> tuple[int, int]:
+        """Put salvaged rows into the fresh database; returns (conversations, messages)."""
+        now = time.time()
+        convs = {
+            c[0]: c for c in filter(None, (clean_conversation(r, now) for r in rows.conversations))
+        }
+        msgs = {
+            m[0]: m for m in filter(None, (clean_message(r, ROLES, now) for r in rows.messages))
+        }
+        for cid in sorted({m[1] for m in msgs.values()} - set(convs)):  # orphans get a chat
+            convs[cid] = (cid, f"Recovered chat {cid}", "", now, now, None)
         with self._db:
-            self._db.executescript(_SCHEMA)
-            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db.executemany(
+                "INSERT INTO conversations (id, title, system_prompt, created_at, updated_at,"
+                " deleted_at) VALUES (?, ?, ?, ?, ?, ?)",
+                [convs[k] for k in sorted(convs)],
+            )
+            self._db.executemany(
+                "INSERT INTO messages (id, conversation_id, role, content, stats, draft_spans,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [msgs[k] for k in sorted(msgs)],
+            )
+        live = sum(1 for c in convs.values() if c[5] is None)
+        return live, sum(1 for m in msgs.values() if convs[m[1]][5] is None)
+
+    def _version(self) -> int:
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def changed_elsewhere(self) -> bool:
+        """Whether another connection (another window) committed a change since the last call:
+        a cheap poll for refreshing what is shown."""
+        version = self._version()
+        changed, self._data_version = version != self._data_version, version
+        return changed
 
     # -- lifecycle --------------------------------------------------------------------------
     def close(self) -> None:

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ..decoding.runtime import RuntimeConfig
+from ..offload import AUTO, GpuLayers, parse_gpu_layers
 from ..types import GenerationParams, Mode, params_from
 from .paths import data_dir
 
 SETTINGS_FILE = "settings.json"
+GPU_FIELDS = ("target_gpu_layers", "draft_gpu_layers")  # int, or "auto" (core/offload.py)
 
 
 @dataclass(frozen=True)
@@ -31,13 +33,13 @@ class Settings:
     seed: int | None = None
     stop: tuple[str, ...] = ()  # stop strings
     # speculation
-    mode: str = Mode.DRAFT.value
+    mode: str = Mode.AUTO.value  # new users: the cost model picks; an explicit choice is kept
     k_max: int = 8
     p_min: float = 0.5
     # models
     n_ctx: int = 4096
-    target_gpu_layers: int = 0
-    draft_gpu_layers: int = 0
+    target_gpu_layers: GpuLayers = AUTO
+    draft_gpu_layers: GpuLayers = AUTO
     n_threads: int = 0
     target_path: str = ""  # last loaded target ("" = the default pair)
     draft_path: str = ""
@@ -49,15 +51,14 @@ class Settings:
     def generation_params(self, **overrides: Any) -> GenerationParams:
         return params_from(self, **overrides)
 
-    def target_config(self) -> RuntimeConfig:
-        return RuntimeConfig(
-            n_ctx=self.n_ctx, n_gpu_layers=self.target_gpu_layers, n_threads=self.n_threads
-        )
+    def target_config(self, gpu_layers: int | None = None) -> RuntimeConfig:
+        """``gpu_layers``: the resolved count when the setting is "auto" (else 0 for auto)."""
+        layers = gpu_layers if gpu_layers is not None else _layers(self.target_gpu_layers)
+        return RuntimeConfig(n_ctx=self.n_ctx, n_gpu_layers=layers, n_threads=self.n_threads)
 
-    def draft_config(self) -> RuntimeConfig:
-        return RuntimeConfig(
-            n_ctx=self.n_ctx, n_gpu_layers=self.draft_gpu_layers, n_threads=self.n_threads
-        )
+    def draft_config(self, gpu_layers: int | None = None) -> RuntimeConfig:
+        layers = gpu_layers if gpu_layers is not None else _layers(self.draft_gpu_layers)
+        return RuntimeConfig(n_ctx=self.n_ctx, n_gpu_layers=layers, n_threads=self.n_threads)
 
     def problems(self) -> list[str]:
         """Every reason these settings are refused (empty when they are fine)."""
@@ -68,12 +69,13 @@ class Settings:
             text = str(exc).removeprefix("invalid generation settings: ")
             out.extend(p for p in text.split("; ") if p)
         # RuntimeConfig.validate() stops at the first problem: check one field at a time.
-        for name, value in (
-            ("n_ctx", self.n_ctx),
-            ("n_gpu_layers", self.target_gpu_layers),
-            ("n_gpu_layers", self.draft_gpu_layers),
-            ("n_threads", self.n_threads),
-        ):
+        for layers in (self.target_gpu_layers, self.draft_gpu_layers):
+            try:
+                parse_gpu_layers(layers)
+            except ValueError as exc:
+                if str(exc) not in out:
+                    out.append(str(exc))
+        for name, value in (("n_ctx", self.n_ctx), ("n_threads", self.n_threads)):
             try:
                 RuntimeConfig(**{name: value}).validate()
             except ValueError as exc:
@@ -112,7 +114,10 @@ class Settings:
             if f.name not in data:
                 continue
             value, default = data[f.name], getattr(base, f.name)
-            if f.name == "seed":
+            if f.name in GPU_FIELDS:
+                if value == AUTO or (isinstance(value, int) and not isinstance(value, bool)):
+                    good[f.name] = value
+            elif f.name == "seed":
                 if value is None or (isinstance(value, int) and not isinstance(value, bool)):
                     good[f.name] = value
             elif f.name == "stop":
@@ -138,6 +143,10 @@ class Settings:
             if not trial.problems():
                 return trial
         return base
+
+
+def _layers(value: GpuLayers) -> int:
+    return value if isinstance(value, int) else 0  # "auto" unresolved: the CPU
 
 
 def settings_path() -> Path:

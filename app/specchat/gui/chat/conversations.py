@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 from ...core.state.history import History
 
 UNDO_MS = 10_000
+POLL_MS = 1_500  # how often the list looks for changes made by another window
 
 
 class ConversationList(QWidget):
@@ -73,6 +74,19 @@ class ConversationList(QWidget):
         lay.addWidget(self._undo_row)
         lay.addLayout(buttons)
         self.refresh()
+        # Another window (or process) on the same database: show its new and renamed chats.
+        self._poll = QTimer(self)
+        self._poll.setInterval(POLL_MS)
+        self._poll.timeout.connect(self.refresh_if_changed)
+        self._poll.start()
+
+    def refresh_if_changed(self) -> None:
+        try:
+            changed = self.history.changed_elsewhere()
+        except Exception:  # a closed or failing database: the next action reports it
+            return
+        if changed:
+            self.refresh()
 
     # -- listing ----------------------------------------------------------------------------
     def refresh(self) -> None:

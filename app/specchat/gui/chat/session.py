@@ -14,6 +14,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from ...core.chat_input import clean_text
 from ...core.reply import Reply
 from ...core.state.history import History
 from ...core.state.settings import Settings
@@ -23,6 +24,10 @@ from .message import MessageWidget
 from .view import ChatView
 
 log = logging.getLogger(__name__)
+
+EMPTY_MESSAGE = "Nothing to send: the message is empty."
+CHANGED_ELSEWHERE = "This conversation was changed in another window; it is shown as saved now."
+NOTHING_DELETED = " Nothing was deleted: try again."
 
 
 @dataclass
@@ -43,6 +48,7 @@ class ChatSession(QObject):
     streamStarted = Signal()
     streamFinished = Signal(object)  # final GenerationStats (or None)
     error = Signal(str)
+    notice = Signal(str, str)  # text, "info" (a banner) or "status" (the status bar)
 
     def __init__(
         self,
@@ -67,9 +73,11 @@ class ChatSession(QObject):
         self.editing = False
         self.live_stats: GenerationStats | None = None
         self._stream: _Stream | None = None
+        self._shown_ids: list[int] = []  # the stored messages on screen, to notice other writers
         engine.token.connect(self._on_token)
         engine.finished.connect(self._on_finished)
         engine.failed.connect(self._on_failed)
+        engine.trimmed.connect(self._on_trimmed)
         view.regenerateRequested.connect(self.regenerate)
 
     @property
@@ -83,6 +91,7 @@ class ChatSession(QObject):
         self.conversation_id = None
         self.system_prompt = ""
         self.editing = False
+        self._shown_ids = []
         self.view.clear()
         self.conversationChanged.emit(-1)
 
@@ -97,7 +106,21 @@ class ChatSession(QObject):
         self.view.clear()
         for m in conv.messages:
             self.view.add_message(m.role, m.content, spans=m.draft_spans, stats=m.stats)
+        self._shown_ids = [m.id for m in conv.messages]
         self.conversationChanged.emit(conv.id)
+
+    def _reload_if_changed(self, more: str = "") -> bool:
+        """Another window (sharing the database) changed this conversation since it was shown:
+        show it as stored now, and say so. True when it was reloaded."""
+        cid = self.conversation_id
+        if cid is None or self._stream is not None or not self.history.exists(cid):
+            return False
+        if [m.id for m in self.history.messages(cid)] == self._shown_ids:
+            return False
+        self.conversation_id = None  # open() again
+        self.open(cid)
+        self.notice.emit(CHANGED_ELSEWHERE + more, "info")
+        return True
 
     def set_system_prompt(self, text: str) -> None:
         if text == self.system_prompt:
@@ -114,19 +137,28 @@ class ChatSession(QObject):
 
     # -- sending ----------------------------------------------------------------------------
     def send(self, text: str) -> bool:
-        text = text.strip()
-        if not text or self.engine.busy:
+        if self.engine.busy:
             return False
+        cleaned = clean_text(text)
+        if cleaned.empty:
+            self.notice.emit(EMPTY_MESSAGE, "status")
+            return False
+        text = cleaned.text.strip()
         if self.engine.engine is None:
             self.error.emit("No model is loaded yet.")
             return False
+        if cleaned.note:
+            self.notice.emit(f"Your message: {cleaned.note}.", "status")
+        self._reload_if_changed()  # another window wrote here: append after what it wrote
         if self.conversation_id is None or not self.history.exists(self.conversation_id):
             self.conversation_id = self.history.create(system_prompt=self.system_prompt)
+            self._shown_ids = []
             self.conversationChanged.emit(self.conversation_id)
         if self.editing:
             self._drop_from_last_user()
             self.editing = False
         msg = self.history.add_message(self.conversation_id, "user", text)
+        self._shown_ids.append(msg.id)
         self.view.add_message("user", msg.content)
         self.historyChanged.emit()
         self._generate()
@@ -135,11 +167,14 @@ class ChatSession(QObject):
     def regenerate(self) -> None:
         if self.engine.busy or self.conversation_id is None:
             return
+        if self._reload_if_changed(NOTHING_DELETED):  # never delete another window's writes
+            return
         msgs = self.history.messages(self.conversation_id)
         if not msgs:
             return
         if msgs[-1].role == "assistant":
             self.history.delete_messages_from(self.conversation_id, msgs[-1].id)
+            self._shown_ids = [m.id for m in msgs[:-1]]
             if self.view.messages and self.view.messages[-1].role == "assistant":
                 self.view.remove_last(1)
         self._generate()
@@ -147,6 +182,8 @@ class ChatSession(QObject):
     def begin_edit(self) -> str | None:
         """Start editing the last user message; returns its text (None if there is none)."""
         if self.engine.busy or self.conversation_id is None:
+            return None
+        if self._reload_if_changed(NOTHING_DELETED):
             return None
         users = [m for m in self.history.messages(self.conversation_id) if m.role == "user"]
         if not users:
@@ -164,6 +201,7 @@ class ChatSession(QObject):
         if idx is None:
             return
         self.history.delete_messages_from(self.conversation_id, msgs[idx].id)
+        self._shown_ids = [m.id for m in msgs[:idx]]
         self.view.remove_last(len(msgs) - idx)
 
     def _generate(self) -> None:
@@ -175,7 +213,7 @@ class ChatSession(QObject):
         params = self._settings().generation_params()
         mode = self._mode()
         widget = self.view.begin_stream()
-        rid = self.engine.generate(messages, params, mode)
+        rid = self.engine.generate(messages, params, mode, fit=True)
         self._stream = _Stream(rid, conv.id, mode, params, widget)
         self.live_stats = GenerationStats(mode=mode.value)
         self.view.set_busy(True)
@@ -201,6 +239,12 @@ class ChatSession(QObject):
         s = self._stream
         if s is not None and rid == s.rid:
             self._finish("")  # the final event came through _on_token too
+
+    @Slot(int, str)
+    def _on_trimmed(self, rid: int, notice: str) -> None:
+        s = self._stream
+        if s is not None and rid == s.rid:
+            self.notice.emit(notice, "info")
 
     @Slot(int, str)
     def _on_failed(self, rid: int, message: str) -> None:
@@ -230,9 +274,11 @@ class ChatSession(QObject):
         record = self._record(s, stats)
         text = s.reply.text
         if text and self.history.exists(s.conversation_id):
-            self.history.add_message(
+            msg = self.history.add_message(
                 s.conversation_id, "assistant", text, stats=record, draft_spans=s.reply.spans
             )
+            if s.conversation_id == self.conversation_id:
+                self._shown_ids.append(msg.id)
             self.historyChanged.emit()
         if s.widget is not None:
             s.widget.error = error

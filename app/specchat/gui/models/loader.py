@@ -8,6 +8,7 @@ window to show, remembers the loaded pair in the settings, and decides at start-
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from html import escape
 from pathlib import Path
@@ -20,6 +21,7 @@ from ...core.models.local_models import (
     default_pair_installed,
     default_pair_paths,
 )
+from ...core.offload import OffloadDecision, resolve_offload
 from ...core.state.settings import Settings
 from ..threads.engine import EngineController, LoadRequest, ModelsInfo
 
@@ -32,12 +34,15 @@ NO_MODELS_TEXT = (
 )
 NO_MODEL_STATUS = "No model loaded"
 
+log = logging.getLogger(__name__)
+
 
 class ModelLoader(QObject):
     loading = Signal(str)  # a load started or moved on ("" once it ended)
     loaded = Signal(object)  # ModelsInfo: what is loaded after a load, successful or not
     status = Signal(str)  # a line for the status bar
     message = Signal(str, str)  # HTML for the banner, and its kind ("error" | "info")
+    offloadDecided = Signal(object)  # OffloadDecision: where the pair being loaded will run
 
     def __init__(
         self,
@@ -54,6 +59,7 @@ class ModelLoader(QObject):
         self._settings = settings
         self._update_settings = update_settings
         self.models = ModelsInfo()
+        self.offload: OffloadDecision | None = None
         engine.loading.connect(self._on_loading)
         engine.loaded.connect(self._on_loaded)
         engine.loadFailed.connect(self._on_failed)
@@ -90,8 +96,28 @@ class ModelLoader(QObject):
     # -- requests -------------------------------------------------------------------------------
     def load(self, target: Path, draft: Path | None) -> None:
         s = self._settings()
-        self.engine.load(LoadRequest(target, draft, s.target_config(), s.draft_config()))
+        decision = self.decide_offload(target, draft)
+        t_layers = decision.target.layers if decision is not None else None
+        d_layers = decision.draft.layers if decision is not None and decision.draft else None
+        self.engine.load(
+            LoadRequest(target, draft, s.target_config(t_layers), s.draft_config(d_layers))
+        )
         self.loading.emit("Loading…")
+
+    def decide_offload(self, target: Path, draft: Path | None) -> OffloadDecision | None:
+        """GPU layers for the pair, "auto" resolved from the memory figures (core/offload.py)."""
+        s = self._settings()
+        try:
+            decision = resolve_offload(
+                target, draft, s.n_ctx, s.target_gpu_layers, s.draft_gpu_layers
+            )
+        except Exception:  # an unreadable file or no llama.cpp: the load itself says what
+            log.info("no offload decision for %s", target, exc_info=True)
+            return None
+        log.info("GPU offload: %s", decision.summary())
+        self.offload = decision
+        self.offloadDecided.emit(decision)
+        return decision
 
     def open_target(self, path: str | Path) -> None:
         """Load `path` as the target, keeping the current draft."""

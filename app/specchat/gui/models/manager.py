@@ -115,6 +115,7 @@ class ModelManagerDialog(QDialog):
     def _machine_known(self, machine: MachineMemory) -> None:
         self.machine = machine
         self.pair_box.show_check()
+        self.recommended.set_machine(machine)
 
     # -- wiring ---------------------------------------------------------------------------------
     def _refresh_choosers(self) -> None:

@@ -35,7 +35,7 @@ from ...core.models.pairing import (
 from ...core.models.store import ModelStore
 from ..threads.tasks import TaskRunner
 from ..widgets import button_row, selectable_label
-from .common import BAD, FIT_TEXT, GOOD, Choice, colored, find_data, model_ref
+from .common import BAD, FIT_TEXT, GOOD, WARN, Choice, colored, find_data, model_ref
 from .list_model import ModelListModel
 
 
@@ -219,7 +219,10 @@ class PairBox(QGroupBox):
             self.verdict_label.setText("No draft: plain decoding, no speed-up.")
         else:
             color, mark = (GOOD, "✓ ") if c.verdict.ok else (BAD, "✗ ")
-            self.verdict_label.setText(colored(c.verdict.message, color, mark))
+            text = colored(c.verdict.message, color, mark)
+            for warning in c.verdict.warnings:  # a draft larger than its target, ...
+                text += "<br>" + colored(warning, WARN, "⚠ ")
+            self.verdict_label.setText(text)
         c = self._check = c.replan(self.ctx_spin.value(), self._machine())
         fit_text, color = FIT_TEXT[c.plan.fit]
         self.memory_label.setText(colored(f"{fit_text}: {c.plan.summary()}", color))

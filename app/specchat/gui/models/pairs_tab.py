@@ -6,8 +6,10 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget
 
 from ...core.models.catalog import Catalog
+from ...core.models.memory_plan import MachineMemory
 from ...core.models.pairing import catalog_remote, recommended_pairs
 from ...core.models.store import ModelStore
+from ...core.models.suggestions import PairForDevice, pair_for_device
 from ..widgets import button_row
 
 
@@ -17,6 +19,7 @@ class RecommendedPairsTab(QWidget):
     def __init__(self, catalog: Catalog, store: ModelStore, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.catalog, self.store = catalog, store
+        self.suggested: PairForDevice | None = None
         self.list = QListWidget()
         self.list.setSpacing(4)
         self.list.itemDoubleClicked.connect(lambda _item: self.use_current())
@@ -26,13 +29,28 @@ class RecommendedPairsTab(QWidget):
         layout.addWidget(self.list)
         layout.addLayout(button_row(use, stretch_first=True))
 
+    def set_machine(self, machine: MachineMemory) -> None:
+        """Suggest the largest pair that fits this machine's GPU (listed first, selected)."""
+        gpu = machine.vram_total is not None  # the backend lists a GPU: the build offloads
+        self.suggested = pair_for_device(self.catalog, offload=gpu, vram_free=machine.vram_free)
+        self.fill()
+
     def fill(self) -> None:
         self.list.clear()
-        for rec in recommended_pairs(self.catalog, self.store):
+        recs = recommended_pairs(self.catalog, self.store)
+        best = self.suggested.pair.id if self.suggested is not None else None
+        recs.sort(key=lambda r: r.pair.id != best)  # stable: the rest keep their order
+        for rec in recs:
             mark = "✓ installed" if rec.installed else "not installed"
-            item = QListWidgetItem(f"{rec.label} — {mark}\n{rec.pair.note}")
+            vram = f" · {rec.pair.vram_gb:g} GB on a GPU" if rec.pair.vram_gb else ""
+            text = f"{rec.label} — {mark}{vram}\n{rec.pair.note}"
+            if self.suggested is not None and rec.pair.id == best:
+                text = f"★ Suggested for this machine ({self.suggested.reason})\n{text}"
+            item = QListWidgetItem(text)
             item.setData(Qt.ItemDataRole.UserRole, rec)
             self.list.addItem(item)
+        if best is not None and self.list.count():
+            self.list.setCurrentRow(0)
 
     def use_current(self) -> None:
         item = self.list.currentItem() or self.list.item(0)

@@ -7,6 +7,7 @@ from html import escape
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from ...core.engine import LoadedModelInfo
+from ...core.offload import OffloadDecision, Placement
 from ...core.units import format_bytes
 from ..threads.engine import ModelsInfo
 
@@ -19,13 +20,18 @@ def offload_text(n_gpu_layers: int) -> str:
     return f"GPU, {n_gpu_layers} layers"
 
 
-def model_line(role: str, info: LoadedModelInfo | None) -> str:
+def model_line(role: str, info: LoadedModelInfo | None, placement: Placement | None = None) -> str:
+    """One model's line; with ``placement`` (the offload decision it was loaded with), where it
+    runs and why."""
     if info is None:
         return f"<b>{role}:</b> <i>none</i>"
+    where = offload_text(info.n_gpu_layers)
+    if placement is not None and placement.layers == info.n_gpu_layers:
+        where = f"{placement.where()} ({placement.reason})"
     details = [
         info.quantization or "?",
         format_bytes(info.size_bytes),
-        offload_text(info.n_gpu_layers),
+        where,
         f"ctx {info.n_ctx}",
         f"{info.n_threads} threads",
     ]
@@ -39,6 +45,7 @@ class ModelsPanel(QGroupBox):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Models", parent)
         self.info = ModelsInfo()
+        self.offload: OffloadDecision | None = None
         self.label = QLabel()
         self.label.setObjectName("modelsInfo")
         self.label.setWordWrap(True)
@@ -57,12 +64,20 @@ class ModelsPanel(QGroupBox):
 
     def set_info(self, info: ModelsInfo) -> None:
         self.info = info
-        self.label.setText(
-            model_line("Target", info.target) + "<br>" + model_line("Draft", info.draft)
-        )
+        d = self.offload
+        text = model_line("Target", info.target, d.target if d else None)
+        text += "<br>" + model_line("Draft", info.draft, d.draft if d else None)
+        if d is not None and d.advice and info.target is not None:
+            text += f"<br><span style='font-size:small'><i>{escape(d.advice)}</i></span>"
+        self.label.setText(text)
         self.label.setToolTip(
             "\n".join(str(i.path) for i in (info.target, info.draft) if i is not None)
         )
+
+    def set_offload(self, decision: OffloadDecision | None) -> None:
+        """Where the models being loaded will run, and why (shown once they are loaded)."""
+        self.offload = decision
+        self.set_info(self.info)
 
     def set_loading(self, text: str | None) -> None:
         self.status.setText(text or "")

@@ -8,7 +8,7 @@ draft position and the engine's note.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer
@@ -44,6 +44,7 @@ class SpecGauge(QWidget):
         self.setMinimumSize(220, 300)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
         self.stats: GenerationStats | None = None
+        self.notices: tuple[str, ...] = ()  # from the loaded engine: settings it changed, warnings
         self.live = False
         self.updates = 0  # how many times new figures were shown (tests read it)
         self._source: StatsSource | None = None
@@ -76,6 +77,13 @@ class SpecGauge(QWidget):
             if st is not None and (self.stats is None or st is not self.stats):
                 self.set_stats(st)
 
+    def set_notices(self, notices: Sequence[str]) -> None:
+        """What the engine changed at load time or warns about (Engine.notices), shown under
+        the figures until the next load."""
+        self.notices = tuple(notices)
+        self.setToolTip("\n".join(f"⚠ {n}" for n in self.notices))
+        self.update()
+
     def set_stats(self, stats: GenerationStats | None) -> None:
         self.stats = stats
         self.updates += 1
@@ -85,7 +93,7 @@ class SpecGauge(QWidget):
         """What the gauge shows now, as text (for tests and accessibility)."""
         st = self.stats
         if st is None:
-            return {"acceptance": NONE, "mode": ""}
+            return {"acceptance": NONE, "mode": "", "notices": list(self.notices)}
         return {
             "mode": mode_label(st.mode),
             "acceptance": acceptance_text(st),
@@ -96,6 +104,7 @@ class SpecGauge(QWidget):
             "tokens": str(st.tokens),
             "positions": [round(x, 3) for x in st.per_position_acceptance],
             "note": st.note,
+            "notices": list(self.notices),
         }
 
     # -- drawing ----------------------------------------------------------------------------
@@ -201,11 +210,14 @@ class SpecGauge(QWidget):
         y = chart.bottom() + line + 4
 
         note = f.get("note") or ""
+        flags = int(Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap)
         if note:
             p.setPen(dim)
-            p.drawText(
-                QRectF(pad, y, w - 2 * pad, max(0.0, self.height() - y)),
-                int(Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap),
-                note,
-            )
+            box = QRectF(pad, y, w - 2 * pad, max(0.0, self.height() - y))
+            p.drawText(box, flags, note)
+            y += p.boundingRect(box, flags, note).height() + 4
+        if self.notices:  # settings the engine changed, warnings about the pair
+            p.setPen(QColor(230, 160, 40))
+            text = "\n".join(f"⚠ {n}" for n in self.notices)
+            p.drawText(QRectF(pad, y, w - 2 * pad, max(0.0, self.height() - y)), flags, text)
         p.end()

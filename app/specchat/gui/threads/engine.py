@@ -18,6 +18,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ...core.bench.compare import run_comparison
+from ...core.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
 from ...core.decoding.runtime import RuntimeConfig
 from ...core.engine import Engine, LoadedModelInfo, Message
 from ...core.types import GenerationParams, Mode
@@ -47,6 +48,7 @@ class ModelsInfo:
 
     target: LoadedModelInfo | None = None
     draft: LoadedModelInfo | None = None
+    notices: tuple[str, ...] = ()  # settings changed at load time, pair warnings (Engine.notices)
 
     @property
     def has_draft(self) -> bool:
@@ -59,6 +61,7 @@ class GenerateRequest:
     params: GenerationParams
     mode: Mode
     cancel: threading.Event
+    fit: bool = False  # leave out the oldest exchanges when the conversation outgrows the context
 
 
 class EngineWorker(QObject):
@@ -72,6 +75,7 @@ class EngineWorker(QObject):
     compareEvent = Signal(int, str, object)  # request id, "off" | "on", TokenEvent
     compareFinished = Signal(int, object)  # request id, CompareResult
     failed = Signal(int, str)  # request id, readable message
+    trimmed = Signal(int, str)  # request id, what was left out to fit the context (context_fit)
 
     def __init__(self, engine: Engine | None = None, owns_engine: bool = True) -> None:
         super().__init__()
@@ -84,7 +88,7 @@ class EngineWorker(QObject):
         if self.engine is None:
             return ModelsInfo()
         d = self.engine.describe()
-        return ModelsInfo(d["target"], d["draft"])
+        return ModelsInfo(d["target"], d["draft"], tuple(getattr(self.engine, "notices", ())))
 
     @Slot()
     def describe(self) -> None:
@@ -147,9 +151,24 @@ class EngineWorker(QObject):
             self.failed.emit(rid, "No model is loaded.")
             return
         last = None
+        messages = list(req.messages)
+        if req.fit:
+            try:
+                fitted = fit_for_engine(
+                    self.engine, messages, max_tokens=req.params.max_tokens, advice=WINDOW_ADVICE
+                )
+            except PromptTooLongError as exc:
+                self.failed.emit(rid, f"Your message is {exc}.")
+                return
+            except Exception:  # counting failed: let generate() report what is wrong
+                log.info("could not fit the conversation to the context", exc_info=True)
+            else:
+                messages = fitted.messages
+                if fitted.notice:
+                    self.trimmed.emit(rid, fitted.notice)
         try:
             for ev in self.engine.generate(
-                req.messages, req.params, req.mode, lambda: self._cancelled(req)
+                messages, req.params, req.mode, lambda: self._cancelled(req)
             ):
                 last = ev
                 self.token.emit(rid, ev)
@@ -235,6 +254,7 @@ class EngineController(QObject):
         self.compareEvent = w.compareEvent
         self.compareFinished = w.compareFinished
         self.failed = w.failed
+        self.trimmed = w.trimmed
         w.finished.connect(self._request_done)
         w.compareFinished.connect(self._request_done)
         w.failed.connect(self._request_done)
@@ -287,9 +307,19 @@ class EngineController(QObject):
         self.busyChanged.emit(True)
         return rid, self._cancel
 
-    def generate(self, messages: Sequence[Message], params: GenerationParams, mode: Mode) -> int:
+    def generate(
+        self,
+        messages: Sequence[Message],
+        params: GenerationParams,
+        mode: Mode,
+        *,
+        fit: bool = False,
+    ) -> int:
+        """Start a reply; `fit`: leave out the oldest exchanges if the conversation no longer
+        fits the context (`trimmed` says which)."""
         rid, cancel = self._start()
-        self._requestGenerate.emit(rid, GenerateRequest(tuple(messages), params, mode, cancel))
+        req = GenerateRequest(tuple(messages), params, mode, cancel, fit)
+        self._requestGenerate.emit(rid, req)
         return rid
 
     def compare(self, messages: Sequence[Message], params: GenerationParams, mode: Mode) -> int:

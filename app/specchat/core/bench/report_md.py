@@ -1,0 +1,220 @@
+"""The benchmark report as Markdown (from the JSON-ready dict `report.build_report` makes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..units import format_bytes
+
+
+def _f(x: float | None, fmt: str = "{:.2f}", none: str = "–") -> str:
+    return none if x is None else fmt.format(x)
+
+
+def _ms(x: float | None) -> str:
+    return _f(None if x is None else x * 1000, "{:.0f}")
+
+
+def _pct(x: float | None) -> str:
+    return _f(None if x is None else x * 100, "{:.0f}%")
+
+
+def _table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def to_markdown(report: dict[str, Any]) -> str:
+    m, s = report["machine"], report["settings"]
+    lines = [
+        "# SpecChat benchmark",
+        "",
+        f"- command: `{report['command']}`",
+        f"- machine: {m['cpu']}, {m['cpu_count_physical']} cores / {m['cpu_count_logical']} "
+        f"threads, {m['memory_gb']} GB; llama-cpp-python {m['llama_cpp_python']}",
+        f"- {s['repeats']} repeat(s), temperature {s['temperature']}, "
+        f"max tokens {s['max_tokens'] or 'per prompt'}, started {report['started_at']}, "
+        f"took {report['duration_s']:.0f} s",
+    ]
+    if not report.get("complete", True):
+        lines.append(
+            f"- **partial run**: {len(report['runs'])} of {report['planned_runs']} runs measured"
+        )
+    for role, info in report["models"].items():
+        if info:
+            lines.append(f"- {role}: {info['file']} ({format_bytes(info['size_bytes'])})")
+    lines += ["", "## Overall (geometric means over prompts)", ""]
+    ov = report["overall"]
+    kinds = sorted({k for o in ov.values() for k in o["speedup_by_kind"]})
+    head = ["mode", "tok/s", "speedup", "e2e speedup", "TTFT ratio", "accept", "mean len"]
+    head += ["same text", "peak RSS MB", "vs own baseline"] + [f"speedup {k}" for k in kinds]
+    rows = []
+    for label, o in ov.items():
+        row = [
+            label,
+            _f(o["tokens_per_s_geomean"], "{:.1f}"),
+            _f(o["speedup_vs_off_geomean"], "{:.2f}×"),
+            _f(o["e2e_speedup_vs_off_geomean"], "{:.2f}×"),
+            _f(o["ttft_ratio_vs_off_geomean"]),
+            _pct(o["acceptance_rate"]),
+            _f(o["mean_accepted_length"]),
+            f"{o['identical_prompts']}/{o['prompts']}",
+            _f(o["peak_rss_mb"], "{:.0f}"),
+            _f(o["speedup_vs_baseline_geomean"], "{:.2f}×"),
+        ]
+        row += [_f(o["speedup_by_kind"].get(k), "{:.2f}×") for k in kinds]
+        rows.append(row)
+    lines += _table(head, rows)
+    lines += ["", "## Per prompt", ""]
+    head = ["prompt", "kind", "mode", "tokens", "tok/s", "speedup", "e2e tok/s", "TTFT ms"]
+    head += ["TTFT ratio", "accept", "mean len", "same text", "peak RSS MB"]
+    rows = []
+    for r in report["records"]:
+        same = "yes" if r["identical_to_off"] else f"no (token {r['first_divergence']})"
+        rows.append(
+            [
+                r["id"],
+                r["kind"],
+                r["mode"],
+                _f(r["tokens"], "{:.0f}"),
+                _f(r["tokens_per_s"], "{:.1f}"),
+                _f(r["speedup_vs_off"], "{:.2f}×"),
+                _f(r["e2e_tokens_per_s"], "{:.1f}"),
+                _ms(r["ttft_s"]),
+                _f(r["ttft_ratio_vs_off"]),
+                _pct(r["acceptance_rate"]),
+                _f(r["mean_accepted_length"]),
+                same,
+                _f(r["peak_rss_mb"], "{:.0f}"),
+            ]
+        )
+    lines += _table(head, rows)
+    lines += _host_section(report) + _ngram_section(report) + _targets_section(report)
+    lines += [
+        "",
+        "speedup = median of per-pair tok/s ratios against the off run measured right before; "
+        "tok/s = decode speed after the first token; TTFT ratio below 1 is faster. "
+        "See docs/benchmarks.md.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _host_section(report: dict[str, Any]) -> list[str]:
+    rows = report.get("host_overhead") or []
+    if not rows:
+        return []
+    out = ["", "## Host overhead per generated token (wall time outside llama_decode)", ""]
+    out += _table(
+        ["mode", "T", "runs", "host ms/token (median)", "max", "logits fetch ms/token", "budget"],
+        [
+            [
+                r["mode"],
+                f"{r['temperature']:g}",
+                str(r["runs"]),
+                _f(r["host_ms_per_token"], "{:.3f}"),
+                _f(r["host_ms_per_token_max"], "{:.3f}"),
+                _f(r["logits_ms_per_token"], "{:.4f}"),
+                f"{r['budget_ms']:g} ms: {'met' if r['within_budget'] else 'NOT met'}",
+            ]
+            for r in rows
+        ],
+    )
+    return out
+
+
+def ngram_peers(report: dict[str, Any]) -> list[str]:
+    return [
+        label
+        for label, o in report["overall"].items()
+        if o["runner"] == "llama.cpp" and "ngram" in label
+    ]
+
+
+def _ngram_section(report: dict[str, Any]) -> list[str]:
+    peers = ngram_peers(report)
+    if not peers:
+        return []
+    ov = report["overall"]
+    ours = [m for m in ("lookup", "auto") if m in ov]
+    kinds = sorted({k for o in ov.values() for k in o["speedup_by_kind"]})
+    out = ["", "## N-gram drafting: SpecChat against llama.cpp's n-gram modes, per prompt kind", ""]
+    out.append(
+        "SpecChat's figures are speedups over SpecChat with speculation off; llama.cpp's are "
+        "over llama-server without speculation (`llama.cpp:server-off`), same prompts and token "
+        "ids, same run."
+    )
+    out.append("")
+    head = ["kind"] + ours + peers + ["best llama.cpp"]
+    rows = []
+    for k in kinds:
+        peer_vals = {p: ov[p]["speedup_vs_baseline_by_kind"].get(k) for p in peers}
+        best = max((v for v in peer_vals.values() if v is not None), default=None)
+        rows.append(
+            [k]
+            + [_f(ov[m]["speedup_by_kind"].get(k), "{:.2f}×") for m in ours]
+            + [_f(peer_vals[p], "{:.2f}×") for p in peers]
+            + [_f(best, "{:.2f}×")]
+        )
+    return out + _table(head, rows)
+
+
+def _geo(xs: Iterable[float | None]) -> float | None:
+    import math
+
+    v = [x for x in xs if x is not None and x > 0]
+    return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
+
+
+def _targets_section(report: dict[str, Any]) -> list[str]:
+    recs, ov = report["records"], report["overall"]
+    out = ["", "## Targets", ""]
+
+    def per_prompt(mode: str, kinds: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        return [r for r in recs if r["mode"] == mode and (kinds is None or r["kind"] in kinds)]
+
+    for mode in ("lookup", "auto"):
+        rs = per_prompt(mode, ("edit", "quote"))
+        if rs:
+            g = _geo(r["speedup_vs_off"] for r in rs)
+            ok = g is not None and g >= 1.5
+            out.append(
+                f"- edit and quote prompts, {mode}: {_f(g, '{:.2f}×')} over off (geometric mean of "
+                f"{len(rs)} prompts); target ≥ 1.5×: {'met' if ok else 'NOT met'}"
+            )
+    peers = ngram_peers(report)
+    if peers:
+        kinds = sorted({k for o in ov.values() for k in o["speedup_by_kind"]})
+        for mode in [m for m in ("lookup", "auto") if m in ov]:
+            for k in kinds:
+                mine = ov[mode]["speedup_by_kind"].get(k)
+                best = max(
+                    (
+                        v
+                        for p in peers
+                        if (v := ov[p]["speedup_vs_baseline_by_kind"].get(k)) is not None
+                    ),
+                    default=None,
+                )
+                ok = mine is not None and best is not None and mine >= best
+                out.append(
+                    f"- {k}, {mode} {_f(mine, '{:.2f}×')} vs the best llama.cpp n-gram mode "
+                    f"{_f(best, '{:.2f}×')}: {'met' if ok else 'NOT met'}"
+                )
+    auto = per_prompt("auto")
+    if auto:
+        worst = min(auto, key=lambda r: r["speedup_vs_off"] or 0.0)
+        ok = (worst["speedup_vs_off"] or 0.0) >= 0.97
+        out.append(
+            f"- auto on every prompt ≥ 0.97× off: lowest {_f(worst['speedup_vs_off'], '{:.2f}×')} "
+            f"({worst['id']}, {worst['kind']}): {'met' if ok else 'NOT met'}"
+        )
+    for r in report.get("host_overhead") or []:
+        out.append(
+            f"- host overhead, {r['mode']} at T={r['temperature']:g}: "
+            f"{_f(r['host_ms_per_token'], '{:.3f}')} ms/token against {r['budget_ms']:g} ms: "
+            f"{'met' if r['within_budget'] else 'NOT met'}"
+        )
+    return out

@@ -1,0 +1,232 @@
+"""llama.cpp's n-gram drafters as benchmark peers, through its own `llama-server`.
+
+Each variant is one llama-server process on 127.0.0.1 with the target model and one
+`--spec-type` (ngram-simple, ngram-map-k, ngram-mod), at llama.cpp's defaults and at the draft
+length SpecChat uses; `llama.cpp:server-off` (no speculation) is their own baseline. Every run
+sends the prompt as the same token ids SpecChat decodes (`/completion` with a token list), with
+prompt caching off so each run starts cold, and streams the reply: the first and last streamed
+token give decode speed the way SpecChat measures its own (tokens after the first, per second
+since the first); drafted/accepted come from the server's `timings`.
+
+The server binary is built from the llama.cpp vendored in the pinned llama-cpp-python sdist by
+`packaging/build-llama-server.sh` (which the test suite also uses).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..types import GenerationParams
+from .runner import PreparedPrompt, RssSampler, RunResult
+
+START_TIMEOUT_S = 180.0
+NGRAM_TYPES = ("ngram-simple", "ngram-map-k", "ngram-mod")
+
+
+def draft_length_args(spec_type: str, k: int) -> list[str]:
+    """llama-server flags that set a spec type's draft length to k."""
+    if spec_type == "ngram-simple":
+        return ["--spec-ngram-simple-size-m", str(k)]
+    if spec_type == "ngram-map-k":
+        return ["--spec-ngram-map-k-size-m", str(k)]
+    if spec_type == "ngram-mod":
+        return ["--spec-ngram-mod-n-max", str(k), "--spec-ngram-mod-n-min", str(max(1, k // 2))]
+    raise ValueError(f"unknown n-gram spec type {spec_type!r}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LlamaServerPeer:
+    """One llama-server with one speculation setting, measured like a SpecChat mode."""
+
+    runner = "llama.cpp"
+    needs_warmup = True
+
+    def __init__(
+        self,
+        binary: Path,
+        target: Path,
+        *,
+        label: str,
+        spec_args: Sequence[str],
+        baseline: str | None,
+        mode: str,
+        threads: int,
+        ctx: int,
+        retokenize: Callable[[str], list[int]],
+    ) -> None:
+        self.label, self.mode, self.baseline = label, mode, baseline
+        self._retokenize = retokenize
+        self.port = _free_port()
+        self._log = Path(tempfile.mkstemp(prefix="specchat-peer-", suffix=".log")[1])
+        cmd = [
+            str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(self.port),
+            "-c", str(ctx), "-t", str(threads), "-tb", str(threads), "-np", "1",
+            "--no-webui", "--no-cache-prompt", *spec_args,
+        ]  # fmt: skip
+        with self._log.open("w") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _request(self, method: str, path: str, body: Any = None) -> http.client.HTTPResponse:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        data = None if body is None else json.dumps(body)
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, body=data, headers=headers)
+        return conn.getresponse()
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self._log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"llama-server for {self.label} exited:\n{tail}")
+            try:
+                r = self._request("GET", "/health")
+                if r.status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.25)
+        self.close()
+        raise RuntimeError(f"llama-server for {self.label} did not start in time")
+
+    def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult:
+        body = {
+            "prompt": list(prompt.tokens),
+            "n_predict": params.max_tokens,
+            "temperature": params.temperature,
+            "top_k": params.top_k,
+            "top_p": params.top_p,
+            "min_p": params.min_p,
+            "seed": params.seed if params.seed is not None else 0,
+            "stream": True,
+            "cache_prompt": False,
+        }
+        pieces: list[str] = []
+        t_first = t_last = None
+        final: dict[str, Any] = {}
+        with RssSampler(self.proc.pid) as rss:
+            t0 = time.perf_counter()
+            resp = self._request("POST", "/completion", body)
+            if resp.status != 200:
+                raise RuntimeError(f"llama-server answered {resp.status}: {resp.read()[:300]!r}")
+            for raw in resp:
+                line = raw.decode("utf-8", "replace").strip()
+                if not line.startswith("data:"):
+                    continue
+                event = json.loads(line[5:])
+                now = time.perf_counter()
+                if event.get("content"):
+                    pieces.append(event["content"])
+                    if t_first is None:
+                        t_first = now
+                    t_last = now
+                if event.get("stop"):
+                    final = event
+                    break
+        timings = final.get("timings", {})
+        text = "".join(pieces)
+        n = int(timings.get("predicted_n") or 0) or len(self._retokenize(text))
+        result = RunResult(
+            label=self.label,
+            runner=self.runner,
+            mode=self.mode,
+            prompt_id=prompt.prompt.id,
+            kind=prompt.prompt.kind,
+            repeat=0,
+            pair=0,
+            text=text,
+            token_ids=self._retokenize(text),
+            exact_ids=False,
+            tokens=n,
+            prompt_tokens=len(prompt.tokens),
+            peak_rss_bytes=rss.peak,
+            start_rss_bytes=rss.start_rss,
+            finish_reason="length" if final.get("stop_type") == "limit" else "stop",
+        )
+        if t_first is not None and t_last is not None:
+            result.ttft_s = t_first - t0
+            result.elapsed_s = t_last - t0
+            result.e2e_tokens_per_s = n / result.elapsed_s if result.elapsed_s > 0 else 0.0
+            span = t_last - t_first
+            result.tokens_per_s = (n - 1) / span if n >= 2 and span > 0 else 0.0
+        if "draft_n" in timings:  # absent: the server drafted nothing
+            result.drafted = int(timings["draft_n"])
+            result.accepted = int(timings.get("draft_n_accepted", 0))
+        return result
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self._log.unlink(missing_ok=True)
+
+
+def find_llama_server(explicit: Path | None = None) -> Path:
+    """The llama-server binary: given, $SPECCHAT_LLAMA_SERVER, or the cached build of
+    packaging/build-llama-server.sh (built now if missing)."""
+    for cand in (explicit, os.environ.get("SPECCHAT_LLAMA_SERVER")):
+        if cand:
+            p = Path(cand)
+            if not p.is_file():
+                raise FileNotFoundError(f"llama-server not found: {p}")
+            return p
+    script = Path(__file__).resolve().parents[4] / "packaging" / "build-llama-server.sh"
+    if not script.is_file():
+        raise FileNotFoundError("no llama-server: pass --llama-server PATH")
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    lines = out.stdout.strip().splitlines()
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"building llama-server failed:\n{out.stderr[-2000:]}")
+    return Path(lines[-1])
+
+
+def ngram_peers(
+    binary: Path,
+    target: Path,
+    *,
+    k: int,
+    threads: int,
+    ctx: int,
+    retokenize: Callable[[str], list[int]],
+    types: Sequence[str] = NGRAM_TYPES,
+) -> list[LlamaServerPeer]:
+    """llama.cpp:server-off, then each n-gram type at its defaults and at draft length k."""
+    peers: list[LlamaServerPeer] = []
+    base = "llama.cpp:server-off"
+
+    def add(label: str, spec_args: list[str], mode: str, baseline: str | None) -> None:
+        peers.append(
+            LlamaServerPeer(
+                binary, target, label=label, spec_args=spec_args, baseline=baseline,
+                mode=mode, threads=threads, ctx=ctx, retokenize=retokenize,
+            )
+        )  # fmt: skip
+
+    try:
+        add(base, [], "off", None)
+        for t in types:
+            add(f"llama.cpp:{t}", ["--spec-type", t], "lookup", base)
+            add(f"llama.cpp:{t}@k{k}", ["--spec-type", t, *draft_length_args(t, k)], "lookup", base)
+    except BaseException:
+        for p in peers:
+            p.close()
+        raise
+    return peers

@@ -1,0 +1,249 @@
+"""Turning a server's chat chunks into SpecChat's TokenEvents and GenerationStats (no Qt, no
+network): one `ReplyAssembler` per reply, fed every decoded chunk (or the one non-streamed
+response), then `finish()` for the last event with the figures that came after the reply.
+
+Token ids: OpenAI-compatible streams carry text, not ids (llama-server sends ids only with
+logprobs, and not for tokens it accepted from a draft), so events have empty `token_ids` and
+`draft_flags`; the text, and which parts of it came from the drafter where the server lets us
+tell (llama-server), travel in `segments`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..types import FinishReason, GenerationStats, TokenEvent
+from .config import ServerKind
+from .figures import (
+    FIGURES_FINAL,
+    FIGURES_LIVE,
+    FIGURES_METRICS,
+    FIGURES_NONE,
+    DraftSpans,
+    LlamaTimings,
+    ReplyCounts,
+    counts_from_sglang,
+    sglang_meta,
+)
+from .probe import ServerInfo
+from .request import ChatRequest
+
+__all__ = ["ReplyAssembler", "finish_reason_from"]
+
+_FINISH = {
+    "stop": FinishReason.STOP,
+    "eos": FinishReason.STOP,
+    "tool_calls": FinishReason.STOP,
+    "function_call": FinishReason.STOP,
+    "length": FinishReason.LENGTH,
+    "abort": FinishReason.ERROR,
+    "error": FinishReason.ERROR,
+}
+
+
+def finish_reason_from(value: object) -> FinishReason | None:
+    if value is None:
+        return None
+    if isinstance(value, Mapping):  # SGLang's meta_info: {"type": "stop", ...}
+        value = value.get("type")
+    return _FINISH.get(str(value).lower(), FinishReason.STOP)
+
+
+def _usage_tokens(usage: object, key: str) -> int | None:
+    if isinstance(usage, Mapping):
+        v = usage.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
+    return None
+
+
+class ReplyAssembler:
+    def __init__(self, info: ServerInfo, request: ChatRequest, t0: float | None = None) -> None:
+        self.info = info
+        self.t0 = time.perf_counter() if t0 is None else t0
+        self.stats = GenerationStats(mode=request.mode.value, note=request.note)
+        self.stats.figures = FIGURES_NONE
+        self.spans = DraftSpans()
+        self.timings: LlamaTimings | None = None
+        self.live_timings = False  # timings arrived before the last chunk: figures are live
+        self.completion_tokens: int | None = None  # the server's own count, when it gives one
+        self.chunks = 0  # chunks that carried text
+        self.finish: FinishReason | None = None
+        self.meta: Mapping[str, Any] | None = None  # SGLang meta_info
+        self._first: float | None = None
+        self._last: float | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.chunks > 0
+
+    # -- streamed chunks --------------------------------------------------------------------
+    def chunk(self, obj: Mapping[str, Any]) -> TokenEvent | None:
+        """One decoded chunk; the event to emit, or None when it carried no text."""
+        now = time.perf_counter()
+        timings = LlamaTimings.parse(obj.get("timings"))
+        if timings is not None:
+            self.timings = timings
+        usage = obj.get("usage")
+        tokens = _usage_tokens(usage, "completion_tokens")
+        if tokens is not None:
+            self.completion_tokens = tokens
+        prompt = _usage_tokens(usage, "prompt_tokens")
+        if prompt is not None:
+            self.stats.prompt_tokens = prompt
+        text = ""
+        choices = obj.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            choice = choices[0]
+            delta = choice.get("delta")
+            if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
+                text = delta["content"]
+            reason = finish_reason_from(choice.get("finish_reason"))
+            if reason is not None:
+                self.finish = reason
+            meta = sglang_meta(choice)
+            if meta is not None:
+                self.meta = meta
+        if self.finish is None and timings is not None:
+            self.live_timings = True
+        from_draft = self.spans.update(timings) if self.info.kind is ServerKind.LLAMA_CPP else False
+        if not text:
+            self._update(now, counted=False)
+            return None
+        self.chunks += 1
+        if self._first is None:
+            self._first = now
+        self._last = now
+        self._update(now, counted=True)
+        return TokenEvent(
+            text=text,
+            token_ids=(),
+            draft_flags=(),
+            stats=self.stats.copy(),
+            segments=((text, from_draft),),
+        )
+
+    def whole(self, obj: Mapping[str, Any]) -> TokenEvent | None:
+        """A non-streamed response: the whole text as one event."""
+        now = time.perf_counter()
+        self.timings = LlamaTimings.parse(obj.get("timings")) or self.timings
+        usage = obj.get("usage")
+        self.completion_tokens = _usage_tokens(usage, "completion_tokens")
+        self.stats.prompt_tokens = _usage_tokens(usage, "prompt_tokens") or 0
+        text = ""
+        choices = obj.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            choice = choices[0]
+            message = choice.get("message")
+            if isinstance(message, Mapping) and isinstance(message.get("content"), str):
+                text = message["content"]
+            self.finish = finish_reason_from(choice.get("finish_reason")) or FinishReason.STOP
+            self.meta = sglang_meta(choice)
+        self._first = self._last = now
+        self.chunks = 1 if text else 0
+        t = self.timings
+        if self.info.kind is ServerKind.LLAMA_CPP and t is not None and t.draft_n is not None:
+            counts = ReplyCounts(t.draft_n, t.draft_n_accepted or 0)
+            self._set_counts(counts, FIGURES_FINAL)
+        self._update(now, counted=bool(text))
+        if not text:
+            return None
+        return TokenEvent(text, (), (), self.stats.copy(), segments=((text, False),))
+
+    def _update(self, now: float, counted: bool) -> None:
+        st = self.stats
+        st.elapsed_s = now - self.t0
+        if self._first is not None:
+            st.ttft_s = self._first - self.t0
+            st.decode_s = (self._last or self._first) - self._first
+        t = self.timings
+        tokens = self.chunks
+        if t is not None and t.predicted_n is not None:
+            tokens = max(tokens, t.predicted_n)
+        if self.completion_tokens is not None:
+            tokens = max(tokens, self.completion_tokens)
+        st.tokens = tokens
+        if t is not None:
+            if t.prompt_n is not None:
+                st.prompt_tokens = t.prompt_n + (t.cache_n or 0)
+            if t.prompt_ms is not None:
+                st.prefill_s = t.prompt_ms / 1000.0
+            server_s = t.server_s
+            st.llama_s = server_s if server_s is not None else st.elapsed_s
+        else:
+            st.llama_s = st.elapsed_s  # no server times: no overhead figure to show
+        if self.info.kind is ServerKind.LLAMA_CPP and self.spans.drafted:
+            self._set_counts(
+                ReplyCounts(self.spans.drafted, self.spans.accepted, self.spans.steps),
+                FIGURES_LIVE if self.live_timings else FIGURES_FINAL,
+            )
+            st.draft_pos_proposed = list(self.spans.pos_proposed)
+            st.draft_pos_accepted = list(self.spans.pos_accepted)
+
+    def _set_counts(self, c: ReplyCounts, source: str) -> None:
+        st = self.stats
+        st.drafted, st.accepted = c.drafted, c.accepted
+        if c.verify_steps is not None:
+            st.verify_steps = c.verify_steps
+            st.verify_tokens = c.verify_tokens or 0
+        st.figures = source
+
+    # -- the end ----------------------------------------------------------------------------
+    def finish_event(
+        self,
+        reason: FinishReason,
+        *,
+        metrics: ReplyCounts | None = None,
+        metrics_note: str = "",
+        problem: str = "",
+    ) -> TokenEvent:
+        """The last event: `reason`, figures that came after the reply (`metrics`: the change
+        of the server's counters), and `problem` when the reply ended badly."""
+        self._update(time.perf_counter(), counted=False)
+        st = self.stats
+        kind = self.info.kind
+        notes = [st.note] if st.note else []
+        if kind is ServerKind.LLAMA_CPP:
+            t = self.timings
+            if t is not None and t.draft_n is None:  # absent: no drafting, not a zero
+                st.figures = FIGURES_LIVE if self.live_timings else FIGURES_FINAL
+                if self.info.speculates is not False:
+                    notes.append("the server drafted nothing for this reply")
+            if metrics is not None and metrics.drafted == st.drafted and st.drafted:
+                st.verify_steps = metrics.verify_steps or st.verify_steps
+                st.verify_tokens = st.accepted + st.verify_steps
+                if not st.draft_pos_proposed:  # a whole reply: positions from /metrics
+                    self._per_pos(metrics)
+                notes.append("verification steps from /metrics")
+        elif kind is ServerKind.SGLANG:
+            counts = counts_from_sglang(self.meta, self.completion_tokens)
+            if counts is not None:
+                self._set_counts(counts, FIGURES_FINAL)
+                self._per_pos(counts)
+            elif self.meta is None:
+                notes.append("SGLang sends its per-reply figures only without streaming")
+        elif metrics is not None:
+            self._set_counts(metrics, FIGURES_METRICS)
+            self._per_pos(metrics)
+            notes.append("figures from /metrics: exact only while nobody else uses the server")
+        if (
+            st.figures == FIGURES_NONE
+            and kind is not ServerKind.SGLANG
+            and self.info.speculates is not False
+        ):
+            notes.append("the server reports no speculation figures for this reply")
+        if metrics_note:
+            notes.append(metrics_note)
+        if problem:
+            notes.append(problem)
+        st.note = "; ".join(n for n in notes if n)
+        return TokenEvent("", (), (), st.copy(), finish_reason=reason)
+
+    def _per_pos(self, c: ReplyCounts) -> None:
+        """Per-position figures as the servers count them: position i was accepted in
+        `per_pos_accepted[i]` of the verification steps, each of which proposed it."""
+        if c.per_pos_accepted and c.verify_steps:
+            self.stats.draft_pos_proposed = [c.verify_steps] * len(c.per_pos_accepted)
+            self.stats.draft_pos_accepted = list(c.per_pos_accepted)

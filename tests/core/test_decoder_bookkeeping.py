@@ -1,0 +1,184 @@
+"""The decoder's bookkeeping on a deterministic stand-in runtime (tests/core/standin.py): what
+the counts say when a reply ends inside a step, rollback, held-back text, and the fallbacks for
+models that cannot roll back. Exactness and speed are tested on the real models elsewhere."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from standin import EOS, N_VOCAB, StandIn, reply_script
+
+from specchat.core.decoding.cost_model import LOOKUP, CostModel
+from specchat.core.decoding.decoder import Decoder
+from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.ngram import NgramDrafter
+from specchat.core.decoding.sampling import Warp
+from specchat.core.reply import Reply
+from specchat.core.types import FinishReason, GenerationParams, Mode
+
+PROMPT = [9, 10, 11]
+
+
+def decoder(
+    target: StandIn,
+    mode: Mode,
+    *,
+    draft: StandIn | None = None,
+    prompt: Sequence[int] = PROMPT,
+    cost: CostModel | None = None,
+    **kw,
+) -> Decoder:
+    params = GenerationParams(**({"p_min": 0.0, "k_init": 4} | kw))
+    lookup = NgramDrafter(min_match=params.lookup_min_match, k_max=params.k_max)
+    model = ModelDrafter(draft, k_init=params.k_init, k_max=params.k_max) if draft else None
+    return Decoder(
+        target,  # type: ignore[arg-type]
+        prompt,
+        params,
+        mode,
+        model=model,
+        lookup=lookup,
+        cost=cost or CostModel(),
+    )
+
+
+def confident_lookup() -> CostModel:
+    """A cost model that has seen lookup drafts always accepted: it drafts as far as it can."""
+    cm = CostModel(gpu=True)
+    cm.observe_target(1, 0.01)
+    for cls in ("short/c95", "short/c75", "short/c50", "short/c00"):
+        for _ in range(60):
+            cm.observe_accept(LOOKUP, [cls] * 4, 4, 4)
+    return cm
+
+
+def run(dec: Decoder) -> Reply:
+    return Reply.collect(dec.run())
+
+
+def test_draft_after_an_end_token_is_not_counted() -> None:
+    # The prompt holds "5 6 EOS 8 8" earlier, so after "5" lookup drafts "6 EOS 8 8": the
+    # target accepts all four, but the reply ends at EOS; only 2 drafts were of any use.
+    prompt = [9, 5, 6, EOS, 8, 8, 10, 11]
+    target = StandIn(reply_script(len(prompt), [5, 6, EOS, 8, 8]))
+    dec = decoder(
+        target, Mode.LOOKUP, prompt=prompt, cost=confident_lookup(), lookup_min_match=1, k_max=4
+    )
+    reply = run(dec)
+    st = reply.final_stats
+    assert reply.finish_reason is FinishReason.STOP
+    assert reply.token_ids == [5, 6]
+    assert (st.drafted, st.accepted) == (2, 2)
+    assert st.verify_tokens == 2 and st.mean_accepted_length == 2.0
+    assert st.draft_pos_proposed == [1, 1] and st.draft_pos_accepted == [1, 1]
+
+
+def test_bonus_token_cut_by_max_tokens_does_not_count() -> None:
+    reply_ids = [4, 5, 6, 7, 8, 4, 5]
+    target = StandIn(reply_script(len(PROMPT), reply_ids))
+    draft = StandIn(reply_script(len(PROMPT), reply_ids))
+    reply = run(decoder(target, Mode.DRAFT, draft=draft, max_tokens=5))
+    st = reply.final_stats
+    assert reply.finish_reason is FinishReason.LENGTH
+    assert reply.token_ids == reply_ids[:5]
+    assert st.verify_steps == 1 and (st.drafted, st.accepted) == (4, 4)
+    assert st.mean_accepted_length == 4.0  # 4 tokens came out of that pass, not 5
+
+
+def test_stop_string_inside_an_accepted_run() -> None:
+    reply_ids = [4, 5, 6, 7, 8, 4]  # "abcdea"
+    target = StandIn(reply_script(len(PROMPT), reply_ids))
+    draft = StandIn(reply_script(len(PROMPT), reply_ids))
+    reply = run(decoder(target, Mode.DRAFT, draft=draft, stop=("cd",), k_init=5))
+    st = reply.final_stats
+    assert reply.finish_reason is FinishReason.STOP
+    assert reply.text == "ab"
+    # first token "a" from the prefill, then drafts "b c d e a": "d" completes the stop
+    assert (st.drafted, st.accepted) == (3, 3)
+
+
+def test_text_held_for_a_stop_prefix_is_kept_when_the_end_token_comes() -> None:
+    reply_ids = [1, 2, 3, EOS]  # "Hello #" then the end token
+    target = StandIn(reply_script(len(PROMPT), reply_ids))
+    for mode, draft in ((Mode.OFF, None), (Mode.DRAFT, StandIn(reply_script(3, reply_ids)))):
+        reply = run(decoder(target, mode, draft=draft, stop=("###",)))
+        assert reply.finish_reason is FinishReason.STOP
+        assert reply.text == "Hello #", mode
+
+
+def test_rollback_keeps_both_caches_consistent_every_step() -> None:
+    target_ids = [4, 5, 6, 7, 8, 4, 5, 6, 7, 8]
+    wrong = [4, 5, 6, 8, 8, 4, 5, 7, 7, 8]  # the draft goes wrong at positions 3 and 7
+    target = StandIn(reply_script(len(PROMPT), target_ids))
+    draft = StandIn(reply_script(len(PROMPT), wrong))
+    dec = decoder(target, Mode.DRAFT, draft=draft, max_tokens=10)
+    for ev in dec.run():
+        if ev.finish_reason is None:
+            assert target.cache == dec.ctx[:-1]
+            assert draft.cache == dec.ctx[: len(draft.cache)], "draft cache is not a prefix"
+    assert dec.ctx[len(PROMPT) :] == target_ids
+    st = dec.stats
+    assert st.accepted < st.drafted and st.verify_tokens == st.tokens - 1
+
+
+def test_recurrent_models_decode_plainly_and_say_why() -> None:
+    reply_ids = [4, 5, 6, 7, 8]
+    target = StandIn(reply_script(len(PROMPT), reply_ids), can_rollback=False)
+    draft = StandIn(reply_script(len(PROMPT), reply_ids))
+    for mode in (Mode.DRAFT, Mode.LOOKUP, Mode.AUTO):
+        target.reset()
+        reply = run(decoder(target, mode, draft=draft, max_tokens=5))
+        st = reply.final_stats
+        assert reply.token_ids == reply_ids
+        assert st.drafted == 0 and st.mode == "off"
+        assert "recurrent" in st.note and "cannot roll back" in st.note, st.note
+
+
+def test_a_failed_partial_erase_is_decoded_again_not_continued_at_position_0() -> None:
+    # llama.cpp answers "cannot erase part of the sequence" (forced): the decoder must decode
+    # the kept tokens again instead of carrying on with an empty cache.
+    reply_ids = [4, 5, 6, 7, 8, 4, 5, 6, 7, 8]
+    wrong = [4, 5, 7, 7, 8, 4, 6, 6, 7, 8]
+    target = StandIn(reply_script(len(PROMPT), reply_ids))
+    target.fail_partial_erase = True
+    draft = StandIn(reply_script(len(PROMPT), wrong))
+    dec = decoder(target, Mode.DRAFT, draft=draft, max_tokens=10)
+    reply = run(dec)
+    assert reply.token_ids == reply_ids
+    assert any(len(call) > 3 for call in target.decoded[1:]), "nothing was decoded again"
+
+
+def test_greedy_draft_confidence_uses_the_penalised_logits() -> None:
+    # Unpenalised the draft is unsure (tokens 4 and 5 tie near 6); with the repeat penalty on 4
+    # and 5 (both in the prompt), token 6 stands out and is confidently drafted.
+    def row(ctx: Sequence[int]) -> np.ndarray:
+        z = np.full(N_VOCAB, -20.0, dtype=np.float32)
+        z[4], z[5], z[6] = 5.0, 5.0, 4.9
+        return z
+
+    rt = StandIn(lambda ctx: 6, row=row)
+    drafter = ModelDrafter(rt)  # type: ignore[arg-type]
+    params = GenerationParams(repeat_penalty=100.0, p_min=0.6)
+    prompt = [4, 5, 9]
+    drafter.begin(prompt)
+    draft = drafter.propose(prompt, 2, warp=Warp(params, N_VOCAB), p_min=0.6)
+    assert draft.tokens[:1] == [6]
+
+
+@pytest.mark.parametrize("mode", [Mode.DRAFT, Mode.LOOKUP])
+def test_counts_add_up(mode: Mode) -> None:
+    target_ids = [4, 5, 6, 7, 8] * 6
+    wrong = [4, 5, 6, 7, 7] * 6
+    prompt = PROMPT + [4, 5, 6, 7, 8, 4, 5]
+    target = StandIn(reply_script(len(prompt), target_ids))
+    draft = StandIn(reply_script(len(prompt), wrong))
+    reply = run(decoder(target, mode, draft=draft, prompt=prompt, max_tokens=25, k_max=4))
+    st = reply.final_stats
+    assert reply.token_ids == target_ids[:25]
+    assert st.tokens == 25 == len(reply.token_ids)
+    assert st.accepted == sum(reply.draft_flags)
+    assert st.verify_tokens + (st.target_steps - st.verify_steps) + 1 == st.tokens
+    assert sum(st.draft_pos_proposed) == st.drafted
+    assert sum(st.draft_pos_accepted) == st.accepted
