@@ -24,12 +24,12 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
-CHOICE_MODULE = ROOT / "app" / "specchat" / "core" / "backend_choice.py"
+CHOICE_MODULE = ROOT / "app" / "specchat" / "core" / "machine" / "backend_choice.py"
 PACKAGE = "llama-cpp-python"
 
 
 def load_choice_module() -> ModuleType:
-    """specchat.core.backend_choice, read from the source tree (SpecChat is not installed yet)."""
+    """core/machine/backend_choice.py, read from the source tree (SpecChat is not installed)."""
     spec = importlib.util.spec_from_file_location("specchat_backend_choice", CHOICE_MODULE)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {CHOICE_MODULE}")

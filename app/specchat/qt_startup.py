@@ -18,7 +18,12 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .core.desktop_libs import distro_family, install_hint, missing_xcb_libs, read_os_release
+from .core.machine.desktop_libs import (
+    distro_family,
+    install_hint,
+    missing_xcb_libs,
+    read_os_release,
+)
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.backend_choice import (
+from specchat.core.machine.backend_choice import (
     BuildFacts,
     backend_from_cmake_args,
     backends_in_libs,

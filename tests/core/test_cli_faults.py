@@ -17,14 +17,14 @@ import pytest
 from tinymodel import write_loadable_gguf
 
 from specchat.cli.main import main as cli_main
-from specchat.core.context_fit import (
+from specchat.core.conversation.context_fit import (
     CLI_ADVICE,
     PromptTooLongError,
     fit_messages,
     reply_room,
 )
+from specchat.core.decoding.config import RuntimeFacts, adjust_config
 from specchat.core.decoding.runtime import RuntimeConfig, gpu_offload_supported
-from specchat.core.decoding.runtime_adjust import RuntimeFacts, adjust_config
 
 REPLACED = "replaced 1 byte that is not valid UTF-8 with \ufffd (U+FFFD)"
 

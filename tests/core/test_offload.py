@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from specchat.core.models.memory_plan import COMPUTE_OVERHEAD, ModelFootprint
-from specchat.core.offload import (
+from specchat.core.models.offload import (
     AUTO,
     CPU_ONLY,
     Placement,

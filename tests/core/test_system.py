@@ -12,16 +12,16 @@ from pathlib import Path
 
 import llama_cpp
 
-from specchat.core.backend_choice import BuildFacts, choose_backend
-from specchat.core.backend_info import BackendInfo, Device
-from specchat.core.desktop_libs import (
+from specchat.core.doctor import SystemFacts, advice, render
+from specchat.core.machine.backend_choice import BuildFacts, choose_backend
+from specchat.core.machine.backend_info import BackendInfo, Device
+from specchat.core.machine.desktop_libs import (
     XCB_LIBS,
     distro_family,
     install_hint,
     missing_xcb_libs,
     read_os_release,
 )
-from specchat.core.system import SystemFacts, advice, render
 
 BIN = Path(sys.executable).parent
 CPU_BUILD = BackendInfo(

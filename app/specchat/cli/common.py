@@ -67,7 +67,7 @@ def engine_from_args(args: argparse.Namespace):
 
 def _as_asked(args: argparse.Namespace, tgl: int, dgl: int) -> tuple[int, int]:
     """Explicit GPU layer counts reach the engine as the user gave them: where the build cannot
-    offload, the engine runs on the CPU and says so (core/decoding/runtime_adjust.py)."""
+    offload, the engine runs on the CPU and says so (core/decoding/config.py)."""
     asked_d = args.gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers
     return (
         args.gpu_layers if isinstance(args.gpu_layers, int) else tgl,
@@ -76,7 +76,7 @@ def _as_asked(args: argparse.Namespace, tgl: int, dgl: int) -> tuple[int, int]:
 
 
 def _gpu_layers(text: str):
-    from ..core.offload import parse_gpu_layers
+    from ..core.models.offload import parse_gpu_layers
 
     try:
         return parse_gpu_layers(text)
@@ -89,7 +89,7 @@ def _offload(args: argparse.Namespace, target: Path, draft: Path | None) -> tupl
     import logging
     import sys
 
-    from ..core.offload import resolve_offload
+    from ..core.models.offload import resolve_offload
 
     dgl = args.gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers
     decision = resolve_offload(target, draft, args.ctx, args.gpu_layers, dgl)

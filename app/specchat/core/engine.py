@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from .decoding.chat_template import ChatTemplate, Message
+from .decoding.config import RuntimeFacts, adjust_config, cpu_count
 from .decoding.cost_model import CostModel
 from .decoding.decoder import Decoder
 from .decoding.draft_model import ModelDrafter
 from .decoding.ngram import NgramDrafter
 from .decoding.runtime import ModelRuntime, RuntimeConfig, gpu_offload_supported
-from .decoding.runtime_adjust import RuntimeFacts, adjust_config, cpu_count
 from .models.compat import draft_size_warning, require_compatible
 from .models.gguf import GGUFInfo, read_gguf_info
 from .types import EngineBusyError, GenerationParams, Mode, TokenEvent
@@ -236,7 +236,7 @@ def _facts(info: GGUFInfo | None) -> RuntimeFacts:
 
 def _loadable(config: RuntimeConfig | None) -> RuntimeConfig:
     """The config to load with: absurd values refused, GPU layers and threads the machine cannot
-    honour changed (runtime_adjust). The runtime caps the context at the trained one itself."""
+    honour changed (decoding/config.py). The runtime caps the context at the trained one itself."""
     requested = (config or RuntimeConfig()).validate()
     return adjust_config(requested, _facts(None)).config
 

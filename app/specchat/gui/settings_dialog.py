@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.offload import AUTO, GpuLayers
+from ..core.models.offload import AUTO, GpuLayers
 from ..core.state.settings import Settings
 
 GPU_AUTO = -101  # the spin box's lowest value, shown as "auto"

@@ -106,7 +106,10 @@ class BackendSampler:
     def probs(self, i: int) -> tuple[npt.NDArray[np.int32] | None, npt.NDArray[np.float32]]:
         """(candidate ids or None for the whole vocabulary, their probabilities)."""
         n = int(self._probs_n(self._ctx, i))
-        probs = np.asarray(_Array(self._probs(self._ctx, i), n, "<f4"))
+        addr = self._probs(self._ctx, i)
+        if not n or not addr:  # the chain computed no distribution for this row
+            raise RuntimeError(f"llama.cpp's sampler gave no probabilities for row {i}")
+        probs = np.asarray(_Array(addr, n, "<f4"))
         return self._candidates(i), probs
 
     def logits(self, i: int) -> tuple[npt.NDArray[np.int32] | None, npt.NDArray[np.float32]]:

@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from ..types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent, Top2
-from .backend_sampler import DIST, DRAFT_TOP_K, GREEDY, ROWS_MAX, TOP_K, SamplerSpec
+from .backend_sampler import ROWS_MAX
+from .chooser import Chooser
 from .cost_model import DRAFT, LOOKUP, CostModel
 from .draft_model import ModelDrafter
 from .drafting import Draft
 from .ngram import NgramDrafter, Proposal
 from .runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
-from .sampling import Dist, Warp, accept_draft_token, backend_dist, residual_sample, sample, top2
+from .sampling import Dist, Warp, sample, top2
 from .text_stream import TextStream
 
 CancelCheck = Callable[[], bool]
@@ -80,7 +81,7 @@ class Decoder:
         self._produced = 0  # tokens the current step produced (an ending token included)
         self._lookup_seen = 0  # ctx tokens the n-gram drafter has been told about
         self._proposal: Proposal | None = None
-        self.backend = False  # llama.cpp's graph chooses the target's tokens
+        self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
 
     # -- bookkeeping ------------------------------------------------------------------------
@@ -95,41 +96,6 @@ class Decoder:
             llama += self.model.rt.llama_s
             logits += self.model.rt.logits_s
         return llama, logits
-
-    def _setup_sampling(self) -> None:
-        """Choose tokens in llama.cpp's graph (backend sampling) unless this request needs the
-        raw logits: a repeat penalty over verification rows, or top-2 diagnostics."""
-        p = self.p
-        ok = not self.warp.penalises and not p.record_top2
-        seed = 0 if p.seed is None else p.seed
-        if p.seed is None:
-            seed = int(self.rng.integers(0, 2**31))
-        if self.warp.greedy:
-            spec = SamplerSpec(GREEDY)
-            dspec = SamplerSpec(TOP_K, top_k=DRAFT_TOP_K)
-        else:
-            spec = SamplerSpec(DIST, p.top_k, p.top_p, p.min_p, p.temperature, seed)
-            dk = min(DRAFT_TOP_K, p.top_k) if p.top_k > 0 else DRAFT_TOP_K
-            dspec = SamplerSpec(DIST, dk, temperature=p.temperature, seed=seed + 1)
-        self.backend = self.t.use_sampler(spec if ok else None)
-        if self.model is not None:
-            drafting = ok and self.mode in (Mode.DRAFT, Mode.AUTO)
-            self.model.rt.use_sampler(dspec if drafting else None)
-
-    def _choose(self, rows: Logits, i: int, extra: Sequence[int] = ()) -> int:
-        """The target's token for output row i (greedy choice or a sample)."""
-        if self.backend:
-            return self.t.sampler.token(i)
-        if self.warp.greedy:
-            return self.warp.argmax(rows[i], self._hist(extra))
-        return sample(self.warp.dist(rows[i], self._hist(extra)), self.rng)
-
-    def _dist(self, rows: Logits, i: int, extra: Sequence[int]) -> Dist:
-        """The target's warped distribution for output row i (T > 0)."""
-        if self.backend:
-            ids, probs = self.t.sampler.probs(i)
-            return backend_dist(ids, probs, self.t.n_vocab, copy=False)
-        return self.warp.dist(rows[i], self._hist(extra))
 
     def _push(self, token: int, from_draft: bool, rows: Logits, i: int) -> None:
         """Add `token` to the reply (raises _Finished when the reply ends here)."""
@@ -187,7 +153,7 @@ class Decoder:
             yield self._event(FinishReason.CONTEXT)
             return
         self._check_rollback()
-        self._setup_sampling()
+        self.choose.setup(self.mode, self.model)
         try:
             self._prefill_and_first()
             self._extend_drafters()
@@ -203,7 +169,7 @@ class Decoder:
                 step_start = time.perf_counter()
                 llama_start = self._clocks()[0]
                 limit = min(room - 1, self.p.max_tokens - self.stats.tokens, self.p.k_max)
-                if self.backend:
+                if self.choose.backend:
                     limit = min(limit, ROWS_MAX - 1)
                 draft, kind, classes = self._draft(limit)
                 try:
@@ -261,7 +227,7 @@ class Decoder:
         t = self.t
         n = len(self.prompt)
         key = (
-            self.backend,
+            self.choose.backend,
             t.sampler.active,
             self.p.temperature,
             self.p.top_k,
@@ -274,7 +240,7 @@ class Decoder:
         if first_input is None or not t.truncate(n):
             t.truncate(min(t.common_prefix(self.prompt), n - 1))
             rows = t.decode(self.prompt[len(t.cache) :], logits_for="last", cancel=self.cancel)
-            first_input = self._first_input(rows)
+            first_input = self.choose.first_input(rows)
             t.remember(n, key, first_input)
         self.stats.prefill_s = time.perf_counter() - self._t0
         if self.model is not None and self.mode is not Mode.OFF:
@@ -289,19 +255,9 @@ class Decoder:
             first = first_input
         else:
             assert isinstance(first_input, np.ndarray)
-            first = self._choose(first_input[None, :], 0)
+            first = self.choose.choose(first_input[None, :], 0)
         row = first_input[None, :] if isinstance(first_input, np.ndarray) else self._no_rows
         self._push(first, False, row, -1)
-
-    def _first_input(self, rows: Logits) -> object:
-        """What the first token is chosen from: the greedy token, the distribution (copied out
-        of llama.cpp's buffer), or the raw logits row (host path)."""
-        if not self.backend:
-            return np.array(rows[-1], dtype=np.float32, copy=True)
-        if self.warp.greedy:
-            return self.t.sampler.token(-1)
-        ids, probs = self.t.sampler.probs(-1)
-        return backend_dist(ids, probs, self.t.n_vocab, copy=True)
 
     def _extend_drafters(self) -> None:
         """Tell the n-gram drafter about the tokens emitted since it last looked."""
@@ -315,7 +271,7 @@ class Decoder:
         rows = t.decode([self.ctx[-1]], logits_for="last")
         self.cost.observe_target(1, t.llama_s - before)
         self.stats.target_steps += 1
-        self._push(self._choose(rows, -1), False, rows, -1)
+        self._push(self.choose.choose(rows, -1), False, rows, -1)
 
     def _draft(self, limit: int) -> tuple[Draft, str, list[str]]:
         """The draft for this step (possibly empty), which drafter made it, and the acceptance
@@ -363,31 +319,6 @@ class Decoder:
         self.cost.observe_draft(max(len(draft.tokens), 1), time.perf_counter() - t_start)
         return draft
 
-    def _judge(self, rows: Logits, draft: Draft) -> tuple[int, int]:
-        """(accepted draft tokens m, the target's own token after them)."""
-        warp, tokens = self.warp, draft.tokens
-        k = len(tokens)
-        if warp.greedy and (self.backend or not warp.penalises):
-            if self.backend:
-                choice = [self.t.sampler.token(i) for i in range(k + 1)]
-                m = next((i for i in range(k) if choice[i] != tokens[i]), k)
-                return m, choice[m]
-            best = rows.argmax(axis=1)  # every row at once
-            miss = np.flatnonzero(best[:k] != np.asarray(tokens))
-            m = int(miss[0]) if miss.size else k
-            return m, int(best[m])
-        for i, d in enumerate(tokens):
-            if warp.greedy:
-                choice_i = warp.argmax(rows[i], self._hist(tokens[:i]))
-                if choice_i != d:
-                    return i, choice_i
-                continue
-            p = self._dist(rows, i, tokens[:i])
-            q = draft.q[i] if draft.q is not None else None
-            if not accept_draft_token(p, q, d, self.rng):
-                return i, residual_sample(p, q, d, self.rng)
-        return k, self._choose(rows, k, tokens)
-
     def _verify(self, draft: Draft, kind: str, classes: list[str]) -> None:
         t, st = self.t, self.stats
         tokens = draft.tokens
@@ -398,7 +329,7 @@ class Decoder:
         self.cost.observe_target(k + 1, t.llama_s - before)
         st.target_steps += 1
         st.verify_steps += 1
-        m, nxt = self._judge(rows, draft)
+        m, nxt = self.choose.judge(rows, draft)
         self.cost.observe_accept(kind, classes, k, m)
         if kind == LOOKUP and self._proposal is not None:
             self.lookup.feedback(self._proposal, k, m)

@@ -19,7 +19,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,17 @@ import numpy.typing as npt
 
 from ..models.gguf import GGUFInfo, read_gguf_info
 from .backend_sampler import ROWS_MAX, BackendSampler, SamplerSpec
+from .config import ContextFullError, ModelLoadError, PrefillCancelled, RuntimeConfig
+
+__all__ = [
+    "ContextFullError",
+    "Logits",
+    "ModelLoadError",
+    "ModelRuntime",
+    "PrefillCancelled",
+    "RuntimeConfig",
+    "gpu_offload_supported",
+]
 
 log = logging.getLogger(__name__)
 
@@ -73,55 +83,6 @@ class _Buffer:
             "typestr": "<f4",
             "version": 3,
         }
-
-
-class ModelLoadError(RuntimeError):
-    """A model file passed validation but llama.cpp could not load it (or its context)."""
-
-
-class ContextFullError(RuntimeError):
-    pass
-
-
-class PrefillCancelled(Exception):
-    """A cancel request interrupted a long prompt prefill (the cache keeps what was decoded)."""
-
-
-MAX_THREADS = 1024
-
-
-@dataclass(frozen=True)
-class RuntimeConfig:
-    n_ctx: int = 4096
-    n_gpu_layers: int = 0  # -1 = all
-    n_threads: int = 0  # 0 = number of physical cores
-    n_batch: int = 512
-
-    def validate(self) -> RuntimeConfig:
-        if not 256 <= self.n_ctx <= 1_048_576:
-            raise ValueError("context size must be between 256 and 1,048,576 tokens")
-        if not -1 <= self.n_gpu_layers <= 10_000:
-            raise ValueError("GPU layers must be -1 (all), 0 (CPU only) or a layer count")
-        if self.n_threads < 0:
-            raise ValueError("threads must be 0 (automatic) or a positive count")
-        if self.n_threads > MAX_THREADS:
-            raise ValueError(
-                f"threads must be 0 (automatic) or at most {MAX_THREADS:,}, not {self.n_threads:,}"
-            )
-        if not 8 <= self.n_batch <= 8192:
-            raise ValueError("batch size must be between 8 and 8192")
-        return self
-
-    def threads(self) -> int:
-        if self.n_threads > 0:
-            return self.n_threads
-        try:
-            import psutil
-
-            n = psutil.cpu_count(logical=False)
-        except Exception:  # pragma: no cover - psutil is a dependency
-            n = None
-        return max(1, n or os.cpu_count() or 1)
 
 
 class ModelRuntime:
@@ -411,9 +372,3 @@ class ModelRuntime:
             if obj is not None:
                 obj.close()
                 setattr(self, part, None)
-
-
-def model_description(rt: ModelRuntime) -> str:
-    info = rt.info
-    q = info.quantization or "?"
-    return f"{info.model_name or rt.path.stem} ({q}, {rt.size_bytes / 1e9:.2f} GB)"

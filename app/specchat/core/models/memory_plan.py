@@ -218,7 +218,7 @@ def detect_vram() -> tuple[str, int, int] | None:
     Best effort: asks ggml's device registry (``core.backend_info``); a CPU-only build, a
     missing library or any error gives None.
     """
-    from ..backend_info import gpu_devices
+    from ..machine.backend_info import gpu_devices
 
     best: tuple[str, int, int] | None = None
     for dev in gpu_devices():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..decoding.runtime import RuntimeConfig
-from ..offload import AUTO, GpuLayers, parse_gpu_layers
+from ..models.offload import AUTO, GpuLayers, parse_gpu_layers
 from ..types import GenerationParams, Mode, params_from
 from .paths import data_dir
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from ...core.chat_input import clean_text
+from ...core.conversation.text_input import clean_text
 from ...core.reply import Reply
 from ...core.state.history import History
 from ...core.state.settings import Settings

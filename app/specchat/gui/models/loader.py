@@ -21,7 +21,7 @@ from ...core.models.local_models import (
     default_pair_installed,
     default_pair_paths,
 )
-from ...core.offload import OffloadDecision, resolve_offload
+from ...core.models.offload import OffloadDecision, resolve_offload
 from ...core.state.settings import Settings
 from ..threads.engine import EngineController, LoadRequest, ModelsInfo
 

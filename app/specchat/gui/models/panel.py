@@ -7,7 +7,7 @@ from html import escape
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from ...core.engine import LoadedModelInfo
-from ...core.offload import OffloadDecision, Placement
+from ...core.models.offload import OffloadDecision, Placement
 from ...core.units import format_bytes
 from ..threads.engine import ModelsInfo
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from ...core.bench.compare import run_comparison
-from ...core.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
+from ...core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
 from ...core.decoding.runtime import RuntimeConfig
 from ...core.engine import Engine, LoadedModelInfo, Message
 from ...core.types import GenerationParams, Mode

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .models.memory_plan import COMPUTE_OVERHEAD, ModelFootprint
-from .units import format_bytes
+from ..units import format_bytes
+from .memory_plan import COMPUTE_OVERHEAD, ModelFootprint
 
 __all__ = [
     "AUTO",
@@ -179,10 +179,10 @@ def resolve_offload(
     draft_layers: GpuLayers = AUTO,
 ) -> OffloadDecision:
     """Read the models' headers and the backend's figures, then `decide_offload`."""
-    from .backend_choice import choose_backend, detect_build_facts
-    from .decoding.runtime import gpu_offload_supported
-    from .models.gguf import read_gguf_info
-    from .models.memory_plan import detect_vram
+    from ..machine.backend_choice import choose_backend, detect_build_facts
+    from ..machine.backend_info import gpu_offload_supported
+    from .gguf import read_gguf_info
+    from .memory_plan import detect_vram
 
     target = ModelFootprint.from_info(read_gguf_info(target_path))
     draft = ModelFootprint.from_info(read_gguf_info(draft_path)) if draft_path else None

@@ -141,6 +141,14 @@ def _string_fn(lib: Any, name: str) -> str | None:
     return _text(fn()) or None
 
 
+def gpu_offload_supported() -> bool:
+    """Whether this llama.cpp build can offload layers to a GPU (asked of llama.cpp directly:
+    this module sits below decoding and model logistics)."""
+    import llama_cpp
+
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
 def probe_backend() -> BackendInfo:
     """Everything llama.cpp says about itself and this machine."""
     lib_dir = installed_lib_dir()
@@ -148,8 +156,7 @@ def probe_backend() -> BackendInfo:
     try:
         import llama_cpp
 
-        # (asked of llama.cpp directly: this module sits below decoding and model logistics)
-        offload = bool(llama_cpp.llama_supports_gpu_offload())
+        offload = gpu_offload_supported()
         lib = _lib()
         return BackendInfo(
             llama_cpp_python=getattr(llama_cpp, "__version__", None),

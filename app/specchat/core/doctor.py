@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .backend_choice import BackendChoice, BuildFacts, choose_backend, detect_build_facts
-from .backend_choice import rebuild_command as _rebuild_command
-from .backend_info import BackendInfo, probe_backend
+from .machine.backend_choice import BackendChoice, BuildFacts, choose_backend, detect_build_facts
+from .machine.backend_choice import rebuild_command as _rebuild_command
+from .machine.backend_info import BackendInfo, probe_backend
 from .units import format_bytes
 
 __all__ = ["SystemFacts", "advice", "gather", "render"]
@@ -85,7 +85,7 @@ def advice(f: SystemFacts) -> list[str]:
             "set GPU layers to auto in Settings."
         )
     if f.missing_libs:
-        from .desktop_libs import install_hint
+        from .machine.desktop_libs import install_hint
 
         out.append(
             f"The window needs system libraries that are missing ({', '.join(f.missing_libs)}): "
@@ -141,7 +141,7 @@ def _pyside6() -> str | None:
 
 def gather() -> SystemFacts:
     from .. import __version__
-    from .desktop_libs import distro_family, missing_xcb_libs, read_os_release
+    from .machine.desktop_libs import distro_family, missing_xcb_libs, read_os_release
     from .models.local_models import default_pair_installed
     from .models.store import ModelStore
     from .state.settings import load_settings
