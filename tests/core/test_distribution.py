@@ -1,15 +1,19 @@
 """T > 0: speculative sampling reproduces the target's own distribution.
 
-Hundreds of short continuations are drawn through the real engine, in its default path (llama.cpp
-samples inside its graph: the target's distribution p and a sample from it, the draft's top-10
-distribution q and a sample from it; SpecChat applies min(1, p/q) and draws rejected positions
-from max(0, p - q) on the host). Their empirical distribution is compared with the target's
+Hundreds of short continuations are drawn through the real engine, in its default path (llama.cpp's
+graph computes the target's distribution p and the draft's top-10 distribution q; SpecChat draws
+the drafted tokens from q, applies min(1, p/q) and draws rejected positions from max(0, p - q) on
+the host). Their empirical distribution is compared with the target's
 exact one, computed from its logits with the same warp (llama.cpp's order: top-k, top-p, min-p,
 temperature).
 
-Cases: one drafted token (the residual draw is exercised on every rejection), three drafted
-tokens with top-k/top-p (acceptance chains across positions), and prompt lookup at T > 0 (a
-deterministic draft: accept with probability p(d), else draw from p without d).
+Cases: the default pair drafting one token with top-k/top-p (q differs from p: residual draws
+on many rejections; the target's distribution sparse); the 0.5B model drafting three tokens for
+itself (high acceptance, so chains of drafted tokens come out and any dependence between drafted
+tokens shows); n-gram lookup at T > 0 without top-k (a deterministic draft: accept with
+probability p(d), else draw from p without d; the target's distribution dense over the whole
+vocabulary). Draft lengths are made independent of the machine's speed (`CostModel.steady`),
+since this is a test of exactness.
 
 Outcomes are binned: each outcome the exact distribution gives at least `MIN_P` is a bin, the
 rest share one bin (chosen from the exact distribution alone, so the comparison stays fair). The
@@ -38,11 +42,13 @@ REST = (-3,)  # the bin of all rare outcomes
 MIN_P = 4e-3
 
 POEM = [{"role": "user", "content": "Write a short surreal poem."}]
+# The reply starts with "The" about half the time at T=1.3; lookup then proposes " quiet",
+# which the 0.5B model takes about 70 % of the time: both accepts and rejections are frequent.
 ECHO = [
     {
         "role": "user",
-        "content": "Say it back to me, word for word: the quiet river carries paper boats "
-        "past the mill, and the quiet river never stops.",
+        "content": "Repeat this sentence exactly, nothing else:\n"
+        "The quiet river carries paper boats past the mill.",
     }
 ]
 
@@ -112,6 +118,8 @@ def draw(
     counts: dict[tuple[int, ...], int] = {}
     totals = {"drafted": 0, "accepted": 0}
     for seed in range(n):
+        # every sample from the same drafter state (lookup learns from refused drafts)
+        engine.forget_lookup()
         p = params.with_(seed=seed, max_tokens=length)
         toks: list[int] = []
         last = None
@@ -146,86 +154,116 @@ def tv_bound(exact: dict, n: int) -> float:
     return float(np.quantile(0.5 * np.abs(sims - p).sum(axis=1), 0.999))
 
 
-def check(name: str, counts: dict, exact: dict, naive: dict) -> None:
+def check(name: str, counts: dict, exact: dict, naive: dict | None) -> None:
     n = sum(counts.values())
     keep = {k for k, p in exact.items() if p >= MIN_P}
     exact_b = binned(exact, keep)
     exact_b[REST] = exact_b.get(REST, 0.0) + max(0.0, 1.0 - sum(exact.values()))
     empirical_b = binned({k: c / n for k, c in counts.items()}, keep)
-    naive_b = binned(naive, keep)
-    naive_b[REST] = naive_b.get(REST, 0.0) + max(0.0, 1.0 - sum(naive.values()))
     bound = tv_bound(exact_b, n) + 0.01
-    d, d_naive = tv(exact_b, empirical_b), tv(exact_b, naive_b)
-    print(
-        f"\n[{name}] N={n} bins={len(exact_b)} TV={d:.4f} bound={bound:.4f} "
-        f"TV(target, drafter-kept)={d_naive:.4f}"
-    )
+    d = tv(exact_b, empirical_b)
+    line = f"\n[{name}] N={n} bins={len(exact_b)} TV={d:.4f} bound={bound:.4f}"
+    if naive is not None:
+        naive_b = binned(naive, keep)
+        naive_b[REST] = naive_b.get(REST, 0.0) + max(0.0, 1.0 - sum(naive.values()))
+        d_naive = tv(exact_b, naive_b)
+        line += f" TV(target, drafter-kept)={d_naive:.4f}"
+    print(line)
     assert d < bound, f"empirical TV {d:.4f} exceeds the sampling-noise bound {bound:.4f}"
-    assert d_naive > bound, "no power: the drafter's own distribution is within the bound"
+    if naive is not None:
+        assert d_naive > bound, "no power: the drafter's own distribution is within the bound"
 
 
 def eog_of(rt: ModelRuntime) -> Callable[[int], bool]:
     return rt.is_eog
 
 
-@pytest.mark.parametrize(
-    ("name", "params", "length", "n"),
-    [
-        ("draft, 1 token, T=1", GenerationParams(temperature=1.0, k_init=1, k_max=1), 2, 600),
-        (
-            "draft, 3 tokens, top-k 20, top-p 0.9, T=0.8",
-            GenerationParams(temperature=0.8, top_k=20, top_p=0.9, k_init=3, k_max=3),
-            4,
-            400,
-        ),
-    ],
-)
-def test_draft_model_sampling_matches_the_target(
-    engine: Engine, name: str, params: GenerationParams, length: int, n: int
-) -> None:
-    n = int(n * SCALE)
-    params = params.with_(p_min=0.0)
+def test_draft_model_with_top_k_and_top_p(engine: Engine) -> None:
+    """The default pair: the 0.5B draft proposes token 2 (its q differs from the target's p, so
+    rejections and residual draws are frequent), the 1.5B target verifies."""
+    n = int(240 * SCALE)
+    params = GenerationParams(temperature=0.9, top_k=40, top_p=0.95, k_init=1, k_max=1, p_min=0.0)
     prompt = engine.prompt_tokens(POEM)
     engine.reset_caches()
-    counts, totals = draw(engine, prompt, params, "draft", length, n)
-    assert totals["drafted"] >= 0.45 * n * (length - 1), "the draft model barely drafted"
-    assert totals["drafted"] - totals["accepted"] >= 30, "too few rejections to test residuals"
+    counts, totals = draw(engine, prompt, params, "draft", 2, n)
+    assert totals["drafted"] >= 0.9 * n, "the draft model barely drafted"
+    rejected = totals["drafted"] - totals["accepted"]
+    assert rejected >= 0.1 * n, f"too few rejections ({rejected}) to test residual draws"
     t, d = engine.target, engine.draft
     assert d is not None
-    horizon = min(length, 3)  # the exact joint over 3 tokens; a 4th only extends the run
-    exact = exact_joint(Rows(t, prompt, Warp(params, t.n_vocab)), horizon, eog_of(t))
-    # what a broken sampler that kept the draft's tokens would give: token 1 from the target's
-    # prefill, the rest from the draft model's (top-10, like the engine's q) distribution
+    exact = exact_joint(Rows(t, prompt, Warp(params, t.n_vocab)), 2, eog_of(t))
+    # What a broken sampler that kept the draft's token would give: token 1 from the target's
+    # prefill, token 2 from the draft model's own (top-10, like the engine's q) distribution.
     target_rows = Rows(t, prompt, Warp(params, t.n_vocab))
-    q_params = params.with_(top_k=min(params.top_k or 10, 10), top_p=1.0)
-    draft_rows = Rows(d, prompt, Warp(q_params, d.n_vocab))
-    naive = exact_joint(
-        lambda pre: target_rows(pre) if not pre else draft_rows(pre), horizon, eog_of(t)
-    )
-    short = {k[:horizon]: 0 for k in counts}
-    for k, c in counts.items():
-        short[k[:horizon]] += c
+    draft_rows = Rows(d, prompt, Warp(params.with_(top_k=10, top_p=1.0), d.n_vocab))
+    naive = exact_joint(lambda pre: draft_rows(pre) if pre else target_rows(pre), 2, eog_of(t))
     engine.reset_caches()
-    check(name, short, exact, naive)
+    check("default pair, 1 drafted token, top-k 40, top-p 0.95, T=0.9", counts, exact, naive)
 
 
-def test_prompt_lookup_sampling_matches_the_target(engine: Engine) -> None:
+@pytest.fixture(scope="module")
+def small_engine(model_paths):
+    """The 0.5B model as target and as its own draft: three times cheaper per sample."""
+    from specchat.core.decoding.runtime import RuntimeConfig
+
+    cfg = RuntimeConfig(n_ctx=512)
+    with Engine(model_paths[1], model_paths[1], target_config=cfg, draft_config=cfg) as eng:
+        eng.cost.steady()
+        yield eng
+
+
+def test_three_drafted_tokens_accepted_in_a_chain(small_engine: Engine) -> None:
+    """A draft that is the target itself (q: its top-10, p: the full warped distribution) is
+    accepted most of the time, so whole chains of three drafted tokens come out: the case where
+    drafts that are not drawn independently of each other show (llama.cpp's in-graph draw reused
+    one uniform number per generation; this case measured TV 0.26 against a bound of 0.19 with
+    it). A kept-draft sampler is no reference here (q is nearly p), hence no power check."""
+    engine = small_engine
+    n = int(250 * SCALE)
+    params = GenerationParams(temperature=0.8, top_k=20, top_p=0.9, k_init=3, k_max=3, p_min=0.0)
+    prompt = engine.prompt_tokens(POEM)
+    engine.reset_caches()
+    counts, totals = draw(engine, prompt, params, "draft", 4, n)
+    assert totals["accepted"] >= 1.5 * n, "too few drafted tokens accepted to test chains"
+    t = engine.target
+    exact = exact_joint(Rows(t, prompt, Warp(params, t.n_vocab)), 3, eog_of(t))
+    short: dict[tuple[int, ...], int] = {}
+    for k, c in counts.items():
+        short[k[:3]] = short.get(k[:3], 0) + c
+    engine.reset_caches()
+    check(
+        "0.5B drafting for itself, 3 drafted tokens, top-k 20, top-p 0.9, T=0.8", short, exact, None
+    )
+
+
+def test_ngram_lookup_sampling_matches_the_target(small_engine: Engine) -> None:
+    """A deterministic draft (q is a point mass): accepted with probability p(d), else the
+    token is drawn from p without d. (The small engine's draft model is not used here.)"""
+    from specchat.core.decoding.ngram import NgramDrafter
+
+    engine = small_engine
     n = int(500 * SCALE)
-    params = GenerationParams(temperature=1.0, lookup_min_match=1, k_max=2, k_init=2)
+    params = GenerationParams(temperature=1.3, lookup_min_match=1, k_max=2, k_init=2)
     prompt = engine.prompt_tokens(ECHO)
     engine.reset_caches()
     counts, totals = draw(engine, prompt, params, "lookup", 2, n)
-    assert totals["drafted"] >= 0.5 * n, "lookup barely drafted"
-    assert totals["drafted"] - totals["accepted"] >= 20, "too few rejections to test residuals"
+    assert totals["drafted"] >= 0.3 * n, "lookup barely drafted"
+    assert totals["drafted"] - totals["accepted"] >= 0.05 * n, "too few rejections"
     t = engine.target
+    exact = exact_joint(Rows(t, prompt, Warp(params, t.n_vocab)), 2, eog_of(t))
+
+    # A sampler that kept lookup's token: the second token is what the n-gram drafter proposes
+    # after the first, whatever the target thinks.
+    def kept(prefix: tuple[int, ...]) -> dict[int, float]:
+        if prefix:
+            drafter = NgramDrafter(min_match=1)
+            drafter.begin([*prompt, *prefix])
+            proposal = drafter.propose(1, stop_below=0.0)
+            if proposal.tokens:
+                return {proposal.tokens[0]: 1.0}
+        return rows(prefix)
+
     rows = Rows(t, prompt, Warp(params, t.n_vocab))
-    exact = exact_joint(rows, 2, eog_of(t))
-    # a sampler that kept lookup's token: the second token is what followed the first in the
-    # prompt (when the first occurs there), whatever the target thinks
-    after = {a: b for a, b in zip(prompt[:-1], prompt[1:], strict=False)}
-    naive: dict[tuple[int, ...], float] = {}
-    for (t1, t2), p in exact.items():
-        key = (t1, after.get(t1, t2))
-        naive[key] = naive.get(key, 0.0) + p
+    naive = exact_joint(kept, 2, eog_of(t))
     engine.reset_caches()
-    check("lookup, T=1", counts, exact, naive)
+    check("n-gram lookup, T=1.3", counts, exact, naive)

@@ -160,7 +160,7 @@ def test_sampled_generation_is_seeded(engine: Engine) -> None:
     # random path can differ; their distribution is exact, see test_distribution.py)
     for mode in ("off", "draft"):
         for host in (True, False):
-            kw = dict(max_tokens=24, temperature=0.9, top_p=0.95, seed=7, record_top2=host)
+            kw = dict(max_tokens=12, temperature=0.9, top_p=0.95, seed=7, record_top2=host)
             a, _ = run(engine, CODE_PROMPT, mode, **kw)
             b, _ = run(engine, CODE_PROMPT, mode, **kw)
             assert ids(a) == ids(b), (mode, host)
@@ -189,10 +189,12 @@ def test_full_context_ends_with_a_reason(model_paths) -> None:
 
     cfg = RuntimeConfig(n_ctx=256)
     with Engine(model_paths[0], model_paths[1], target_config=cfg, draft_config=cfg) as eng:
-        msgs = [{"role": "user", "content": "Count from 1 to 500, one number per line."}]
+        # ~200 prompt tokens, so the reply meets the end of the context after ~50 tokens
+        filler = "Ignore this filler: " + "word " * 180 + "\n"
+        msgs = [{"role": "user", "content": filler + "Count from 1 to 500, one number per line."}]
         toks, end = run(eng, msgs, "draft", max_tokens=1000)
         assert end.finish_reason is FinishReason.CONTEXT
-        assert len(eng.target.cache) <= 256
+        assert 0 < len(toks) < 80 and len(eng.target.cache) <= 256
         # A prompt longer than the context is refused with a reason, not a crash.
         long = [{"role": "user", "content": "word " * 400}]
         _, end = run(eng, long, "off", max_tokens=10)
@@ -302,9 +304,9 @@ def test_a_cache_that_cannot_be_cut_back_is_decoded_again(engine: Engine, monkey
     import llama_cpp
 
     poem = [{"role": "user", "content": "Write a short surreal poem about a lighthouse."}]
-    ref, _ = run(engine, poem, "off", max_tokens=16)
+    ref, _ = run(engine, poem, "off", max_tokens=10)
     monkeypatch.setattr(llama_cpp, "llama_memory_seq_rm", lambda *a: False)
-    spec, end = run(engine, poem, "draft", max_tokens=16, p_min=0.0, k_init=6)
+    spec, end = run(engine, poem, "draft", max_tokens=10, p_min=0.0, k_init=6)
     monkeypatch.undo()
     assert end.stats.drafted > end.stats.accepted, "no draft was rejected: nothing tested"
     divergence_report(ref, spec)

@@ -153,6 +153,12 @@ class Engine:
             self.target.reset()
             if self.draft is not None:
                 self.draft.reset()
+            self._lookup.clear()
+
+    def forget_lookup(self) -> None:
+        """Empty the n-gram drafter's index and what it learned from refused drafts."""
+        with self._lock:
+            self._lookup.clear()
 
     def close(self) -> None:
         with self._lock:

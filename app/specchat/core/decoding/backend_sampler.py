@@ -3,10 +3,12 @@
 Reading a whole logits row (152k floats for Qwen) into Python costs more than everything else the
 engine does per token, and on a GPU the row must first cross to the host. With a sampler chain
 attached to the context, llama.cpp computes what the decoder needs for every output row in the
-same graph as the model (the argmax, or a sample and its probabilities, or the top candidates)
-and skips copying the raw logits. The chains are llama.cpp's own samplers, applied in llama.cpp's
+same graph as the model (the argmax, or the warped probabilities, or the top candidates) and
+skips copying the raw logits. The chains are llama.cpp's own samplers, applied in llama.cpp's
 order (top-k, top-p, min-p, then temperature), so the distribution is exactly the one llama.cpp
-samples from.
+samples from. At T > 0 the decoder draws the token itself from those probabilities: llama.cpp's
+in-graph draw reuses one uniform number for every decode of a chain's life, so its tokens are
+not independent of each other.
 
 The host path (raw logits, `sampling.Warp`) remains for what the chains cannot do here: the
 repeat penalty over verification rows, top-2 diagnostics, and any build whose backend refuses.
@@ -26,7 +28,7 @@ DRAFT_TOP_K = 10  # the draft model's candidates (as llama.cpp's own draft sampl
 
 GREEDY = "greedy"  # the argmax of every row
 TOP_K = "top_k"  # the top-k candidates of every row and their logits
-DIST = "dist"  # a sample from every row's warped distribution, with that distribution
+DIST = "dist"  # every row's warped distribution (llama.cpp's own draw is not used)
 
 
 @dataclass(frozen=True)

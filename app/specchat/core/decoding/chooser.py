@@ -39,16 +39,15 @@ class Chooser:
         raw logits: a repeat penalty over verification rows, or top-2 diagnostics."""
         p = self.p
         ok = not self.warp.penalises and not p.record_top2
-        seed = 0 if p.seed is None else p.seed
-        if p.seed is None:
-            seed = int(self.rng.integers(0, 2**31))
         if self.warp.greedy:
             spec = SamplerSpec(GREEDY)
             dspec = SamplerSpec(TOP_K, top_k=DRAFT_TOP_K)
         else:
-            spec = SamplerSpec(DIST, p.top_k, p.top_p, p.min_p, p.temperature, seed)
+            # The chains give the distributions; every draw is made on the host from self.rng
+            # (the seed), so the chains need no seed of their own and are reused across requests.
+            spec = SamplerSpec(DIST, p.top_k, p.top_p, p.min_p, p.temperature)
             dk = min(DRAFT_TOP_K, p.top_k) if p.top_k > 0 else DRAFT_TOP_K
-            dspec = SamplerSpec(DIST, dk, temperature=p.temperature, seed=seed + 1)
+            dspec = SamplerSpec(DIST, dk, temperature=p.temperature)
         self.backend = self.t.use_sampler(spec if ok else None)
         if model is not None:
             drafting = ok and mode in (Mode.DRAFT, Mode.AUTO)
@@ -57,7 +56,11 @@ class Chooser:
     def choose(self, rows: Logits, i: int, extra: Sequence[int] = ()) -> int:
         """The target's token for output row i (greedy choice or a sample)."""
         if self.backend:
-            return self.t.sampler.token(i)
+            if self.warp.greedy:
+                return self.t.sampler.token(i)
+            # Not llama.cpp's own draw: its in-graph sampler reuses one uniform number for
+            # every decode of a generation, so its tokens all sit at the same quantile.
+            return sample(self.dist(rows, i, extra), self.rng)
         if self.warp.greedy:
             return self.warp.argmax(rows[i], self._hist(extra))
         return sample(self.warp.dist(rows[i], self._hist(extra)), self.rng)

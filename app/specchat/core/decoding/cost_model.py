@@ -92,10 +92,20 @@ class CostModel:
         self.step_ratio: dict[str, float] = {}  # per drafter: measured step / predicted step
         self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
         self.reprobe_after = 24  # steps: a drafter the estimates rule out is tried again
+        self.learn_timing = True  # False: keep the timing set by steady() (reproducible runs)
+
+    def steady(self, t1: float = 0.01, beta: float = 0.05, host: float = 0.0) -> CostModel:
+        """Fix the timing figures (acceptance is still learned), so the draft lengths chosen
+        depend on the text alone, not on how busy the machine is: for runs that must be
+        reproducible across machines (tests of exactness, examples)."""
+        self.t1, self._beta_num, self._beta_den, self.host = t1, beta, 1.0, host
+        self.draft_token = self._draft_ratio * t1
+        self.learn_timing = False
+        return self
 
     # -- observations -----------------------------------------------------------------------
     def observe_target(self, n_tokens: int, seconds: float) -> None:
-        if seconds <= 0.0 or n_tokens < 1:
+        if seconds <= 0.0 or n_tokens < 1 or not self.learn_timing:
             return
         if n_tokens == 1:
             self.t1 = seconds if self.t1 is None else 0.8 * self.t1 + 0.2 * seconds
@@ -110,7 +120,7 @@ class CostModel:
         self._beta_den = 0.95 * self._beta_den + x * x
 
     def observe_draft(self, n_tokens: int, seconds: float) -> None:
-        if n_tokens < 1 or seconds <= 0.0:
+        if n_tokens < 1 or seconds <= 0.0 or not self.learn_timing:
             return
         self.draft_trials += 1
         per = seconds / n_tokens
@@ -120,7 +130,7 @@ class CostModel:
         """A whole step: `wall_s` from the start of drafting to the event handed out, of which
         `llama_s` inside llama_decode. A plain step (drafter None) measures the host's work;
         a speculative one updates that drafter's measured/predicted ratio."""
-        if wall_s <= 0.0:
+        if wall_s <= 0.0 or not self.learn_timing:
             return
         if not drafter:
             host = max(0.0, wall_s - llama_s)
@@ -228,6 +238,20 @@ class CostModel:
             if gain > best:
                 best_k, best = k, gain
         return (best_k, best) if best > 1.0 else (0, best)
+
+    def chosen_chain(self, drafter: str, alphas: Sequence[float]) -> int:
+        """Draft length for a drafter the user chose (Lookup mode): the best chain; when the
+        estimates rule drafting out, one step in `reprobe_after` still drafts (sized by the
+        models' own costs), so the estimates can recover from a slow spell on the machine."""
+        if not alphas:
+            return 0
+        k, _ = self.best_chain(drafter, alphas)
+        idle = 0 if k else self.idle.get(drafter, 0) + 1
+        if idle >= self.reprobe_after:
+            k = max(1, self.best_chain(drafter, alphas, with_host=False, with_ratio=False)[0])
+            idle = 0
+        self.idle[drafter] = idle
+        return k
 
     def best_k(self, drafter: str, cls: str, max_k: int, lag: int = 0) -> tuple[int, float]:
         """best_chain with one acceptance probability for every position."""

@@ -286,7 +286,7 @@ class Decoder:
         classes = prop.classes()
         self._proposal = prop
         if self.mode is Mode.LOOKUP:
-            k, _ = self.cost.best_chain(LOOKUP, self.cost.acceptances(LOOKUP, classes))
+            k = self.cost.chosen_chain(LOOKUP, self.cost.acceptances(LOOKUP, classes))
             self.stats.k_current = k
             return self.lookup.draft(prop, k), LOOKUP, classes
         plan = self.cost.plan(

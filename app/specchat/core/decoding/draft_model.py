@@ -65,8 +65,8 @@ class ModelDrafter:
         Greedy: each token is the draft's (penalised) argmax, and drafting stops when its
         confidence falls below p_min. Sampled: each token is drawn from a draft distribution q,
         kept for the acceptance test (any q keeps the result exact; a better q is accepted more).
-        With llama.cpp's backend sampler attached (the decoder decides), both come from the
-        draft's top candidates, as llama.cpp's own draft sampler does: no logits row is read."""
+        With llama.cpp's backend sampler attached (the decoder decides), q is the draft's top
+        candidates, as llama.cpp's own draft sampler has it: no logits row is read."""
         rt = self.rt
         k = min(k, rt.n_ctx - len(context))
         if k <= 0 or not context:
@@ -84,11 +84,14 @@ class ModelDrafter:
         qs: list[Dist] = []
         for i in range(k):
             if backend is not None and sampled:
-                t = rt.sampler.token(-1)
+                assert rng is not None
                 ids, probs = rt.sampler.probs(-1)
                 q = backend_dist(ids, probs, rt.n_vocab, copy=True)
                 if q.top_prob() < p_min:
                     break
+                # drawn here, not taken from llama.cpp's graph: its sampler reuses one uniform
+                # number for every decode, which would tie the drafted tokens together
+                t = sample(q, rng)
                 qs.append(q)
             elif backend is not None:
                 cands, logits = rt.sampler.top(-1)

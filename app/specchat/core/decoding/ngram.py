@@ -67,10 +67,13 @@ class NgramDrafter:
         self._refuted: dict[Key, dict[int, int]] = {}  # context -> continuation -> refusals
         self.last: Proposal | None = None
 
+    def clear(self) -> None:
+        self._tokens, self._next, self._refuted, self.last = [], {}, {}, None
+
     def reset(self, *, min_match: int, max_ngram: int, k_max: int) -> None:
         """New settings; the index is rebuilt only if the n-gram sizes changed."""
         if (min_match, max_ngram) != (self.n_min, self.n_max):
-            self._tokens, self._next, self._refuted = [], {}, {}
+            self.clear()
         self.n_min, self.n_max, self.k_max = min_match, max_ngram, k_max
 
     # -- keeping the index in step with the conversation ------------------------------------
@@ -122,6 +125,7 @@ class NgramDrafter:
                 entry[0] -= 1
                 if not counts:
                     del nxt[key]
+                    self._refuted.pop(key, None)
                 elif entry[1] == t:
                     best = max(counts, key=counts.__getitem__)
                     entry[1], entry[2] = best, counts[best]

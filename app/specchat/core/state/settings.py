@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..decoding.runtime import RuntimeConfig
+from ..decoding.config import RuntimeConfig
 from ..models.offload import AUTO, GpuLayers, parse_gpu_layers
 from ..types import GenerationParams, Mode, params_from
 from .paths import data_dir
