@@ -26,9 +26,10 @@ PEER_CHOICES = ("llama-cpp-python", "llama.cpp", "llama.cpp-ngram")
 def add_commands(sub: argparse._SubParsersAction) -> None:
     b = sub.add_parser(
         "bench",
-        help="benchmark speculation modes on a prompt suite (interleaved with off)",
+        help="benchmark speculation modes on a prompt suite (side by side with off)",
         description="Runs every prompt of a suite with speculation off and with each mode, "
-        "interleaved (off, A, off, B, ...) from cold caches, and reports tokens/s, speedup vs "
+        "side by side (off, A, B, ... per prompt and repeat, or off, A, off, B with "
+        "--pairing alternate) from cold caches, and reports tokens/s, speedup vs "
         "off, time to first token, acceptance and whether the text matches. "
         "See docs/benchmarks.md.",
     )
