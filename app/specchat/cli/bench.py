@@ -67,6 +67,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     b.add_argument("--peer-k", type=int, default=None, help="peers' draft length (default: k-max)")
     b.add_argument(
+        "--ngram-peer-settings",
+        choices=["both", "defaults", "k"],
+        default="both",
+        help="llama.cpp-ngram peer: each n-gram mode at llama.cpp's defaults, at --peer-k, or "
+        "both (default)",
+    )
+    b.add_argument(
         "--llama-server",
         type=Path,
         help="llama-server binary for the llama.cpp-ngram peer (default: the cached build of "
@@ -179,6 +186,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     threads=engine.target.n_threads,
                     ctx=engine.target.n_ctx,
                     retokenize=lambda text: engine.target.tokenize(text, add_special=False),
+                    settings=("defaults", "k")
+                    if args.ngram_peer_settings == "both"
+                    else (args.ngram_peer_settings,),
                 )
 
             def on_run(r: RunResult, done: int, total: int) -> None:

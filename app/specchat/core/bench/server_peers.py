@@ -207,8 +207,9 @@ def ngram_peers(
     ctx: int,
     retokenize: Callable[[str], list[int]],
     types: Sequence[str] = NGRAM_TYPES,
+    settings: Sequence[str] = ("defaults", "k"),
 ) -> list[LlamaServerPeer]:
-    """llama.cpp:server-off, then each n-gram type at its defaults and at draft length k."""
+    """llama.cpp:server-off, then each n-gram type at its defaults and/or at draft length k."""
     peers: list[LlamaServerPeer] = []
     base = "llama.cpp:server-off"
 
@@ -223,8 +224,11 @@ def ngram_peers(
     try:
         add(base, [], "off", None)
         for t in types:
-            add(f"llama.cpp:{t}", ["--spec-type", t], "lookup", base)
-            add(f"llama.cpp:{t}@k{k}", ["--spec-type", t, *draft_length_args(t, k)], "lookup", base)
+            if "defaults" in settings:
+                add(f"llama.cpp:{t}", ["--spec-type", t], "lookup", base)
+            if "k" in settings:
+                args = ["--spec-type", t, *draft_length_args(t, k)]
+                add(f"llama.cpp:{t}@k{k}", args, "lookup", base)
     except BaseException:
         for p in peers:
             p.close()
