@@ -17,8 +17,6 @@ Memory figures are the server's business and stay 0; texts are compared as text.
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,7 +26,6 @@ from ..reply import Reply
 from ..types import GenerationParams, Mode
 from .runner import (
     REFERENCE,
-    WARMUP_TOKENS,
     BenchRun,
     BenchSettings,
     OnRun,
@@ -36,8 +33,8 @@ from .runner import (
     RunResult,
     Suite,
     Variant,
+    measure,
     parse_modes,
-    schedule,
 )
 
 __all__ = ["RemoteVariant", "remote_models_info", "remote_variants", "run_remote_bench"]
@@ -161,44 +158,4 @@ def run_remote_bench(
     if not labels or labels[0] != REFERENCE:
         raise ValueError("the first variant must be the reference (off)")
     prompts = _prepare(suite, settings)
-    plan = schedule(prompts, labels, settings.repeats)
-    started, t0 = time.time(), time.perf_counter()
-    if settings.warmup and prompts:
-        short = settings.params.with_(max_tokens=WARMUP_TOKENS)
-        for v in by_label.values():
-            v.run(prompts[0], short)
-    runs: list[RunResult] = []
-    interrupted = False
-    try:
-        for n, (rep, prompt, label, pair) in enumerate(plan, 1):
-            if cancel is not None and cancel():
-                interrupted = True
-                break
-            p = settings.params.with_(max_tokens=prompt.max_tokens)
-            try:
-                result = by_label[label].run(prompt, p)
-            except Exception as exc:  # one failed request skips that run, not the benchmark
-                print(
-                    f"[{n}/{len(plan)}] {prompt.prompt.id} {label}: failed, skipped ({exc})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                continue
-            result.repeat, result.pair = rep, pair
-            runs.append(result)
-            if on_run is not None:
-                on_run(result, n, len(plan))
-    except KeyboardInterrupt:
-        interrupted = True
-    return BenchRun(
-        suite=suite,
-        labels=labels,
-        baselines={lab: v.baseline for lab, v in by_label.items()},
-        runners={lab: v.runner for lab, v in by_label.items()},
-        runs=runs,
-        settings=settings,
-        started_at=started,
-        duration_s=time.perf_counter() - t0,
-        planned_runs=len(plan),
-        interrupted=interrupted,
-    )
+    return measure(by_label, suite, prompts, settings, on_run=on_run, cancel=cancel)

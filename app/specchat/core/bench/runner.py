@@ -329,8 +329,34 @@ def run_bench(
         if peer.label in variants:
             raise ValueError(f"two variants are called {peer.label!r}")
         variants[peer.label] = peer
-    labels = list(variants)
     prompts = [prepare(engine, p, settings) for p in suite.prompts]
+    return measure(
+        variants,
+        suite,
+        prompts,
+        settings,
+        pairing=pairing,
+        on_run=on_run,
+        cancel=cancel,
+        fatal=lambda v: isinstance(v, EngineVariant),
+    )
+
+
+def measure(
+    variants: dict[str, Variant],
+    suite: Suite,
+    prompts: Sequence[PreparedPrompt],
+    settings: BenchSettings,
+    *,
+    pairing: str = "block",
+    on_run: OnRun | None = None,
+    cancel: Callable[[], bool] | None = None,
+    fatal: Callable[[Variant], bool] = lambda v: False,
+) -> BenchRun:
+    """Run the schedule over `variants` (the reference first): warm-up, then every planned run.
+    A variant's failure skips that run unless `fatal(variant)` (SpecChat's own engine: a bug
+    there must not hide); Ctrl+C or `cancel` keeps what was measured so far."""
+    labels = list(variants)
     plan = schedule(prompts, labels, settings.repeats, pairing)
     started, t0 = time.time(), time.perf_counter()
     if settings.warmup and prompts:
@@ -351,7 +377,7 @@ def run_bench(
             try:
                 result = variant.run(prompt, p)
             except Exception as exc:  # a peer's own bug must not end the whole run
-                if isinstance(variant, EngineVariant):
+                if fatal(variant):
                     raise
                 print(
                     f"[{n}/{len(plan)}] {prompt.prompt.id} {label}: failed, skipped ({exc})",
