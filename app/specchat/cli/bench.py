@@ -17,7 +17,7 @@ from ..core.bench.runner import (
     parse_modes,
     run_bench,
 )
-from ..core.types import GenerationParams, Mode
+from ..core.types import GenerationParams, Mode, params_from
 from .common import add_engine_options, engine_from_args
 
 PEER_CHOICES = ("llama-cpp-python", "llama.cpp", "llama.cpp-ngram")
@@ -146,13 +146,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # unknown modes fail before any model loads
     modes = parse_modes(args.modes or [m.value for m in Mode])
     peers = parse_peers(args.peers, args.llama_cpp_bin)
-    params = GenerationParams(
-        temperature=args.temperature,
-        seed=args.seed,
-        k_max=args.k_max,
-        k_init=min(4, args.k_max),
-        p_min=args.p_min,
-    ).validate()
+    params = _params(args)
     BenchSettings(args.repeats, args.max_tokens, params).validate()  # before loading models
     peer_k = args.peer_k or args.k_max
     if args.png is not None:
@@ -270,13 +264,7 @@ def cmd_bench_remote(args: argparse.Namespace, suite) -> int:
 
     if args.peers:
         raise ValueError("--peers measures local runners: it does not go with --server")
-    params = GenerationParams(
-        temperature=args.temperature,
-        seed=args.seed,
-        k_max=args.k_max,
-        k_init=min(4, args.k_max),
-        p_min=args.p_min,
-    ).validate()
+    params = _params(args)
     BenchSettings(args.repeats, args.max_tokens, params).validate()
     with engine_from_args(args) as engine:
         variants = remote_variants(engine, args.modes)
@@ -301,3 +289,8 @@ def cmd_bench_remote(args: argparse.Namespace, suite) -> int:
         extra = {"server": engine.config.base_url, "server_kind": engine.info.kind.value}
         report = build_report(bench, models=remote_models_info(engine), extra_settings=extra)
     return _finish_report(args, report)
+
+
+def _params(args: argparse.Namespace) -> GenerationParams:
+    """The sampling and speculation flags bench takes (each prompt sets its own max_tokens)."""
+    return params_from({n: getattr(args, n) for n in ("temperature", "seed", "k_max", "p_min")})
