@@ -11,7 +11,7 @@ import sys
 
 
 def main() -> int:
-    from specchat.launch import (
+    from specchat.startup.launch import (
         handle_early_flags,
         install_crash_handler,
         setup_logging,

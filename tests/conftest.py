@@ -12,7 +12,7 @@ DRAFT_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
 def _store_dir() -> Path:
-    from specchat.core.models.store import ModelStore
+    from specchat.core.store.store import ModelStore
 
     return ModelStore().root
 
@@ -33,7 +33,7 @@ def model_paths() -> tuple[Path, Path]:
 def engine(model_paths):
     """One engine with the default pair, shared by the whole session (loading costs seconds)."""
     from specchat.core.decoding.runtime import RuntimeConfig
-    from specchat.core.engine import Engine
+    from specchat.core.engines.local import Engine
 
     cfg = RuntimeConfig(n_ctx=2048, n_threads=int(os.environ.get("SPECCHAT_TEST_THREADS", "0")))
     eng = Engine(model_paths[0], model_paths[1], target_config=cfg, draft_config=cfg)

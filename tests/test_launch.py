@@ -1,4 +1,4 @@
-"""The launcher (specchat.launch): flags that run without a window, the log file, the crash
+"""The launcher (specchat.startup.launch): flags that run without a window, the log file, the crash
 handler. The self-test runs for real on the default pair, in a child process as the frozen
 build would."""
 
@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from specchat import __version__, launch
-from specchat.desktop_entry import ICON_SIZES
-from specchat.launch import handle_early_flags
+from specchat import __version__
+from specchat.startup import launch
+from specchat.startup.desktop_entry import ICON_SIZES
+from specchat.startup.launch import handle_early_flags
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")  # the dialog test's QApplication
 
@@ -119,7 +120,7 @@ def test_self_test_runs_qt_and_the_default_pair(
     hidden = ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")
     env = {k: v for k, v in os.environ.items() if k not in hidden}
     env["SPECCHAT_LOG_DIR"] = str(tmp_path)
-    code = "import sys; from specchat.launch import handle_early_flags as h; "
+    code = "import sys; from specchat.startup.launch import handle_early_flags as h; "
     code += "sys.exit(h(['--self-test']))"
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=900

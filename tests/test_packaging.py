@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from specchat.desktop_entry import ICON_SIZES, desktop_file_text
+from specchat.startup.desktop_entry import ICON_SIZES, desktop_file_text
 
 ROOT = Path(__file__).resolve().parents[1]
 ICONS = ROOT / "resources" / "icons"

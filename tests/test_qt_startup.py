@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from specchat.core.machine.desktop_libs import distro_family, read_os_release
-from specchat.qt_startup import diagnose, is_platform_failure
+from specchat.startup.qt_startup import diagnose, is_platform_failure
 
 BIN = Path(sys.executable).parent
 QT_FATAL = (

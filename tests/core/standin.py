@@ -48,7 +48,7 @@ class StandIn:
         self.n_vocab = N_VOCAB
         self.cache: list[int] = []
         self.llama_s = 0.0
-        self.logits_s = 0.0
+        self.host_rows = 0
         self.can_rollback = can_rollback
         self.fail_partial_erase = False  # force llama.cpp's "cannot erase part" answer
         self.sampler = _NoBackendSampler()

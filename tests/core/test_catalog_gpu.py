@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from specchat.core.models.catalog import load_catalog, parse_catalog
-from specchat.core.models.suggestions import pair_for_device
+from specchat.core.placement.suggestions import pair_for_device
+from specchat.core.store.catalog import load_catalog, parse_catalog
 
 GB = 10**9
 

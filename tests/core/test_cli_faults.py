@@ -24,7 +24,8 @@ from specchat.core.conversation.context_fit import (
     reply_room,
 )
 from specchat.core.decoding.config import RuntimeFacts, adjust_config
-from specchat.core.decoding.runtime import RuntimeConfig, gpu_offload_supported
+from specchat.core.decoding.runtime import RuntimeConfig
+from specchat.core.machine.backend_info import gpu_offload_supported
 
 REPLACED = "replaced 1 byte that is not valid UTF-8 with \ufffd (U+FFFD)"
 

@@ -13,7 +13,7 @@ from specchat.core.bench.compare import (
     find_divergence,
     run_comparison,
 )
-from specchat.core.engine import Engine
+from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, TokenEvent
 
 PROMPT = [{"role": "user", "content": "Write a Python function that reverses a string."}]

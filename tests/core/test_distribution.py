@@ -33,7 +33,7 @@ import pytest
 
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.decoding.sampling import Dist, Warp
-from specchat.core.engine import Engine
+from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams
 
 SCALE = float(os.environ.get("SPECCHAT_DIST_SCALE", "1"))  # more samples: SCALE > 1

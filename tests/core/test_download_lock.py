@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from fakehub import FakeHub, sha256_of, write_tiny_gguf
 
-from specchat.core.models.download import Downloader, RetryPolicy
-from specchat.core.models.hub import HubClient
-from specchat.core.models.progress import Cancelled, Progress
-from specchat.core.models.store import ModelStore
+from specchat.core.fetch.hub_download import Downloader, RetryPolicy
+from specchat.core.hub.client import HubClient
+from specchat.core.store.progress import Cancelled, Progress
+from specchat.core.store.store import ModelStore
 
 REPO = "test/Tiny-1B-GGUF"
 FILE = "tiny-1b-Q4_K_M.gguf"

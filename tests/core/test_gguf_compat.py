@@ -15,14 +15,14 @@ import gguf
 import numpy as np
 import pytest
 
-from specchat.core.models import gguf as gguf_mod
-from specchat.core.models.compat import (
+from specchat.core.gguf import header as gguf_mod
+from specchat.core.gguf.compat import (
     CompatResult,
     IncompatibleDraftError,
     check_draft_compat,
     require_compatible,
 )
-from specchat.core.models.gguf import (
+from specchat.core.gguf.header import (
     GGUFError,
     GGUFInfo,
     NeedMoreData,

@@ -14,9 +14,8 @@ from fakehub import FakeHub, write_tiny_gguf
 from huggingface_hub import constants
 
 from specchat.cli.main import main as cli_main
-from specchat.core.models.catalog import load_catalog
-from specchat.core.models.gguf import read_gguf_info
-from specchat.core.models.hub import (
+from specchat.core.gguf.header import read_gguf_info
+from specchat.core.hub.client import (
     HubClient,
     HubError,
     HubNotFound,
@@ -25,7 +24,7 @@ from specchat.core.models.hub import (
     group_gguf_files,
     parse_quant,
 )
-from specchat.core.models.memory_plan import (
+from specchat.core.placement.memory_plan import (
     Fit,
     MachineMemory,
     ModelFootprint,
@@ -33,7 +32,7 @@ from specchat.core.models.memory_plan import (
     machine_memory,
     plan_memory,
 )
-from specchat.core.models.pairing import (
+from specchat.core.placement.pairing import (
     HubRef,
     LocalRef,
     catalog_remote,
@@ -46,7 +45,8 @@ from specchat.core.models.pairing import (
     repo_hint,
     suggest_drafts,
 )
-from specchat.core.models.store import ModelStore
+from specchat.core.store.catalog import load_catalog
+from specchat.core.store.store import ModelStore
 
 GB = 10**9
 TARGET_REPO = "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF"

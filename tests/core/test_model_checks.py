@@ -18,9 +18,9 @@ import pytest
 from tinymodel import write_loadable_gguf
 
 from specchat.cli.main import main as cli_main
-from specchat.core.models.compat import draft_size_warning
-from specchat.core.models.gguf import GGUFError, read_gguf_info
-from specchat.core.models.pairing import LocalRef, inspect_pair
+from specchat.core.gguf.compat import draft_size_warning
+from specchat.core.gguf.header import GGUFError, read_gguf_info
+from specchat.core.placement.pairing import LocalRef, inspect_pair
 
 # (overrides, consistent tensors, text the error must contain); each of these aborted
 # llama.cpp (exit 134) or left it loading a model with no usable context.

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.models.memory_plan import COMPUTE_OVERHEAD, ModelFootprint
-from specchat.core.models.offload import (
+from specchat.core.placement.memory_plan import COMPUTE_OVERHEAD, ModelFootprint
+from specchat.core.placement.offload import (
     AUTO,
     CPU_ONLY,
     Placement,
@@ -88,7 +88,7 @@ def test_gpu_layers_refuse_nonsense(bad: object) -> None:
 
 
 def test_auto_on_this_cpu_only_build_is_zero(model_paths: tuple[Path, Path]) -> None:
-    from specchat.core.decoding.runtime import gpu_offload_supported
+    from specchat.core.machine.backend_info import gpu_offload_supported
 
     if gpu_offload_supported():
         pytest.skip("this build offloads to a GPU")

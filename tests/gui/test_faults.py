@@ -19,13 +19,14 @@ import pytest
 from PySide6.QtCore import Qt
 from tinymodel import write_loadable_gguf
 
-from specchat.core.decoding.runtime import RuntimeConfig, gpu_offload_supported
-from specchat.core.engine import Engine
-from specchat.core.models.catalog import load_catalog
-from specchat.core.models.hub import HubClient
-from specchat.core.models.store import ModelStore
+from specchat.core.decoding.runtime import RuntimeConfig
+from specchat.core.engines.local import Engine
+from specchat.core.hub.client import HubClient
+from specchat.core.machine.backend_info import gpu_offload_supported
 from specchat.core.state.history import History
 from specchat.core.state.settings import Settings
+from specchat.core.store.catalog import load_catalog
+from specchat.core.store.store import ModelStore
 from specchat.gui.main_window import MainWindow
 from specchat.gui.threads.engine import EngineController
 

@@ -62,7 +62,7 @@ def test_first_window_is_auto_with_gpu_layers_auto(
     assert (w.settings.target_gpu_layers, w.settings.draft_gpu_layers) == ("auto", "auto")
 
     decision = w.loader.decide_offload(*model_paths)  # what a load from the settings does
-    from specchat.core.decoding.runtime import gpu_offload_supported
+    from specchat.core.machine.backend_info import gpu_offload_supported
 
     if not gpu_offload_supported():
         assert decision is not None and decision.target.layers == 0

@@ -14,11 +14,11 @@ import pytest
 from fakehub import FakeHub, write_tiny_gguf
 from PySide6.QtCore import QModelIndex, Qt, QThread
 
-from specchat.core.models.catalog import load_catalog
-from specchat.core.models.download import Downloader, RetryPolicy
-from specchat.core.models.hub import HubClient
-from specchat.core.models.memory_plan import MachineMemory
-from specchat.core.models.store import ModelStore
+from specchat.core.fetch.hub_download import Downloader, RetryPolicy
+from specchat.core.hub.client import HubClient
+from specchat.core.placement.memory_plan import MachineMemory
+from specchat.core.store.catalog import load_catalog
+from specchat.core.store.store import ModelStore
 from specchat.gui.models.list_model import DOWNLOADING, INSTALLED, PAUSED, ModelListModel
 from specchat.gui.models.manager import ModelManagerDialog
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from specchat.core.models.catalog import load_catalog
-from specchat.core.models.memory_plan import MachineMemory
-from specchat.core.models.store import ModelStore
+from specchat.core.placement.memory_plan import MachineMemory
+from specchat.core.store.catalog import load_catalog
+from specchat.core.store.store import ModelStore
 
 GB = 10**9
 

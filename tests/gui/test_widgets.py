@@ -7,8 +7,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QTextCursor, QTextDocument
 
 from specchat.core.decoding.runtime import ModelLoadError
-from specchat.core.models.compat import CompatResult, IncompatibleDraftError
-from specchat.core.models.gguf import GGUFError
+from specchat.core.gguf.compat import CompatResult, IncompatibleDraftError
+from specchat.core.gguf.header import GGUFError
 from specchat.core.reply import Reply
 from specchat.core.state.history import History
 from specchat.core.state.settings import Settings

@@ -13,16 +13,16 @@ from llamaserver import API_KEY, free_port
 
 from specchat.cli.main import main
 from specchat.core.bench.compare import run_comparison
+from specchat.core.engines.remote import RemoteEngine
+from specchat.core.engines.remote_connect import check_connection
+from specchat.core.engines.remote_pair import RemotePair
 from specchat.core.remote import (
     RemoteAuthError,
     RemoteConfig,
     RemoteConnectError,
-    RemoteEngine,
     RemoteHTTPError,
-    RemotePair,
     ServerKind,
 )
-from specchat.core.remote.connect import check_connection
 from specchat.core.reply import Reply
 from specchat.core.types import FinishReason, GenerationParams, Mode
 

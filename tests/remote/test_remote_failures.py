@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from fakeserver import FakeServer, Route, fixture, self_signed_context, sse_chunks
 
+from specchat.core.engines.remote import RemoteEngine
+from specchat.core.engines.remote_connect import check_connection
 from specchat.core.remote import (
     RemoteAuthError,
     RemoteConfig,
     RemoteConnectError,
-    RemoteEngine,
     RemoteHTTPError,
     RemoteTLSError,
     normalize_base_url,
 )
-from specchat.core.remote.connect import check_connection
 from specchat.core.reply import Reply
 from specchat.core.types import EngineBusyError, FinishReason, GenerationParams
 

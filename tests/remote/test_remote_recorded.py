@@ -8,7 +8,8 @@ import json
 import pytest
 from fakeserver import FakeServer, Route, fixture, sse_chunks
 
-from specchat.core.remote import RemoteConfig, RemoteEngine, ServerKind
+from specchat.core.engines.remote import RemoteEngine
+from specchat.core.remote import RemoteConfig, ServerKind
 from specchat.core.remote.figures import counts_from_sglang
 from specchat.core.remote.metrics import SglangGauges, SpecCounters, parse_prometheus
 from specchat.core.remote.sse import iter_events, iter_sse_data
@@ -161,7 +162,7 @@ def test_sglang_streamed_reply_says_why_it_has_no_figures(fake) -> None:
 def test_generic_server_and_model_choice(fake) -> None:
     listing = {"object": "list", "data": [{"id": "a", "owned_by": "me"}, {"id": "b"}]}
     server = fake({("GET", "/v1/models"): Route(body=json.dumps(listing))})
-    from specchat.core.remote.connect import check_connection
+    from specchat.core.engines.remote_connect import check_connection
 
     info = check_connection(RemoteConfig(server.url, model="b"))
     assert info.kind is ServerKind.OPENAI and info.model == "b" and info.models == ("a", "b")

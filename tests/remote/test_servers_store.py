@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specchat.core.remote import RemotePair
-from specchat.core.remote.connect import config_from_entry
+from specchat.core.engines.remote_connect import config_from_entry
+from specchat.core.engines.remote_pair import RemotePair
 from specchat.core.state.servers import SecretStore, ServerEntry, ServerStore
 
 
@@ -90,7 +90,8 @@ def test_bad_entries_in_the_file_are_skipped(tmp_path: Path) -> None:
 
 
 def test_a_pair_refuses_an_off_endpoint_that_speculates() -> None:
-    from specchat.core.remote import RemoteConfig, RemoteEngine, ServerInfo, ServerKind
+    from specchat.core.engines.remote import RemoteEngine
+    from specchat.core.remote import RemoteConfig, ServerInfo, ServerKind
 
     info = ServerInfo(kind=ServerKind.LLAMA_CPP, model="m", speculation="draft-simple")
     on = RemoteEngine(RemoteConfig("http://127.0.0.1:9"), info=info)

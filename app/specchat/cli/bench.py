@@ -6,9 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..core.bench.report import build_report, models_info, to_json
-from ..core.bench.report_md import to_markdown
-from ..core.bench.runner import (
+from specchat.cli.common import add_engine_options, engine_from_args
+from specchat.core.bench.report import build_report, models_info, to_json
+from specchat.core.bench.report_md import to_markdown
+from specchat.core.bench.runner import (
     REFERENCE,
     BenchSettings,
     RunResult,
@@ -17,8 +18,7 @@ from ..core.bench.runner import (
     parse_modes,
     run_bench,
 )
-from ..core.types import GenerationParams, Mode, params_from
-from .common import add_engine_options, engine_from_args
+from specchat.core.types import GenerationParams, Mode, params_from
 
 PEER_CHOICES = ("llama-cpp-python", "llama.cpp", "llama.cpp-ngram")
 
@@ -150,7 +150,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     BenchSettings(args.repeats, args.max_tokens, params).validate()  # before loading models
     peer_k = args.peer_k or args.k_max
     if args.png is not None:
-        from ..gui.stats.bench_chart import check_available
+        from specchat.cli.png_chart import check_available
 
         check_available()  # fail now, not after an hour of measuring
     print(
@@ -162,15 +162,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         variants: list[Variant] = []
         try:
             if "llama-cpp-python" in peers:
-                from ..core.bench.peers import stock_peers
+                from specchat.core.bench.peers import stock_peers
 
                 variants += stock_peers(engine, k=peer_k, p_min=args.p_min)
             if "llama.cpp" in peers:
-                from ..core.bench.native_peers import native_peers
+                from specchat.core.bench.native_peers import native_peers
 
                 variants += native_peers(engine, args.llama_cpp_bin, k=peer_k)
             if "llama.cpp-ngram" in peers:
-                from ..core.bench.server_peers import find_llama_server, ngram_peers
+                from specchat.core.bench.server_peers import find_llama_server, ngram_peers
 
                 print("starting llama-server peers…", file=sys.stderr)
                 variants += ngram_peers(
@@ -240,7 +240,7 @@ def _finish_report(args: argparse.Namespace, report: dict) -> int:
     if args.md is not None:
         _write(args.md, md)
     if args.png is not None:
-        from ..gui.stats.bench_chart import save_chart
+        from specchat.cli.png_chart import save_chart
 
         save_chart(report, args.png)
     print(md)
@@ -259,8 +259,12 @@ def _write(path: Path, text: str) -> None:
 
 
 def cmd_bench_remote(args: argparse.Namespace, suite) -> int:
-    """`bench --server URL`: the server's modes side by side (core/bench/remote.py)."""
-    from ..core.bench.remote import remote_models_info, remote_variants, run_remote_bench
+    """`bench --server URL`: the server's modes side by side (core/bench/server_runs.py)."""
+    from specchat.core.bench.server_runs import (
+        remote_models_info,
+        remote_variants,
+        run_remote_bench,
+    )
 
     if args.peers:
         raise ValueError("--peers measures local runners: it does not go with --server")

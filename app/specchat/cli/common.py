@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..core.decoding.runtime import RuntimeConfig
-from ..core.models.local_models import default_pair_paths
+from specchat.core.decoding.runtime import RuntimeConfig
+from specchat.core.store.local_models import default_pair_paths
 
 __all__ = [
     "add_engine_options",
@@ -42,7 +42,7 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
 def engine_from_args(args: argparse.Namespace):
     if getattr(args, "server", None):
         return remote_engine_from_args(args)
-    from ..core.engine import Engine
+    from specchat.core.engines.local import Engine
 
     target_default, draft_default = default_pair_paths()
     target = args.target or target_default
@@ -76,7 +76,7 @@ def _as_asked(args: argparse.Namespace, tgl: int, dgl: int) -> tuple[int, int]:
 
 
 def _gpu_layers(text: str):
-    from ..core.models.offload import parse_gpu_layers
+    from specchat.core.placement.offload import parse_gpu_layers
 
     try:
         return parse_gpu_layers(text)
@@ -89,7 +89,7 @@ def _offload(args: argparse.Namespace, target: Path, draft: Path | None) -> tupl
     import logging
     import sys
 
-    from ..core.models.offload import resolve_offload
+    from specchat.core.placement.offload import resolve_offload
 
     dgl = args.gpu_layers if args.draft_gpu_layers is None else args.draft_gpu_layers
     decision = resolve_offload(target, draft, args.ctx, args.gpu_layers, dgl)
@@ -139,8 +139,8 @@ def remote_engine_from_args(args: argparse.Namespace):
     """A RemoteEngine (or, with --server-off, a RemotePair) from the remote options."""
     import os
 
-    from ..core.remote.config import RemoteConfig, ServerKind
-    from ..core.remote.connect import config_from_entry, connect
+    from specchat.core.engines.remote_connect import config_from_entry, connect
+    from specchat.core.remote.config import RemoteConfig, ServerKind
 
     key = None
     if args.api_key_env:
@@ -150,7 +150,7 @@ def remote_engine_from_args(args: argparse.Namespace):
 
     def config_for(text: str) -> RemoteConfig:
         if "://" not in text and ":" not in text and "." not in text and text != "localhost":
-            from ..core.state.servers import ServerStore
+            from specchat.core.state.servers import ServerStore
 
             store = ServerStore()
             entry = store.find(text)

@@ -19,7 +19,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from ..core.doctor import gather, render, to_dict
+    from specchat.core.doctor import gather, render, to_dict
 
     facts = gather()
     if args.json:

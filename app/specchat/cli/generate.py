@@ -7,18 +7,8 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ..core.engine import Engine, Message
-from ..core.reply import Reply
-from ..core.types import (
-    FinishReason,
-    GenerationParams,
-    GenerationStats,
-    Mode,
-    TokenEvent,
-    params_from,
-)
-from .common import add_engine_options, engine_from_args
-from .prompt_input import (
+from specchat.cli.common import add_engine_options, engine_from_args
+from specchat.cli.prompt_input import (
     PromptTooLongError,
     add_prompt_options,
     chat_messages,
@@ -28,6 +18,16 @@ from .prompt_input import (
     read_prompt,
     read_system,
     tolerant_stdin,
+)
+from specchat.core.engines.local import Engine, Message
+from specchat.core.reply import Reply
+from specchat.core.types import (
+    FinishReason,
+    GenerationParams,
+    GenerationStats,
+    Mode,
+    TokenEvent,
+    params_from,
 )
 
 MODES = [m.value for m in Mode]

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from . import bench, doctor, generate, models
+from specchat.cli import bench, doctor, generate, models
 
 
 def build_parser() -> argparse.ArgumentParser:

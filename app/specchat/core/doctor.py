@@ -17,10 +17,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .machine.backend_choice import BackendChoice, BuildFacts, choose_backend, detect_build_facts
-from .machine.backend_choice import rebuild_command as _rebuild_command
-from .machine.backend_info import BackendInfo, probe_backend
-from .units import format_bytes
+from specchat import __version__
+from specchat.core.machine.backend_choice import (
+    BackendChoice,
+    BuildFacts,
+    choose_backend,
+    detect_build_facts,
+)
+from specchat.core.machine.backend_choice import rebuild_command as _rebuild_command
+from specchat.core.machine.backend_info import BackendInfo, probe_backend
+from specchat.core.machine.desktop_libs import (
+    distro_family,
+    install_hint,
+    missing_xcb_libs,
+    read_os_release,
+)
+from specchat.core.state.settings import load_settings
+from specchat.core.store.local_models import default_pair_installed
+from specchat.core.store.store import ModelStore
+from specchat.core.units import format_bytes
 
 __all__ = ["SystemFacts", "advice", "gather", "render"]
 
@@ -85,8 +100,6 @@ def advice(f: SystemFacts) -> list[str]:
             "set GPU layers to auto in Settings."
         )
     if f.missing_libs:
-        from .machine.desktop_libs import install_hint
-
         out.append(
             f"The window needs system libraries that are missing ({', '.join(f.missing_libs)}): "
             f"{install_hint(f.missing_libs, f.distro)}"
@@ -140,11 +153,6 @@ def _pyside6() -> str | None:
 
 
 def gather() -> SystemFacts:
-    from .. import __version__
-    from .machine.desktop_libs import distro_family, missing_xcb_libs, read_os_release
-    from .models.local_models import default_pair_installed
-    from .models.store import ModelStore
-    from .state.settings import load_settings
 
     build = detect_build_facts()
     try:

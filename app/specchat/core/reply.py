@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from .types import FinishReason, GenerationStats, TokenEvent
+from specchat.core.types import FinishReason, GenerationStats, TokenEvent
 
 Span = tuple[int, int]  # [start, end) character offsets of text the drafter supplied
 

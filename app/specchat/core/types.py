@@ -157,8 +157,9 @@ _STATS_FIELDS = (
     "verify_tokens",
     "target_steps",
     "k_current",
+    "host_rows",
 )
-_STATS_TIMES = ("ttft_s", "elapsed_s", "decode_s", "prefill_s", "llama_s", "logits_s")
+_STATS_TIMES = ("ttft_s", "elapsed_s", "decode_s", "prefill_s", "llama_s")
 
 
 @dataclass
@@ -181,7 +182,7 @@ class GenerationStats:
     decode_s: float = 0.0  # first token -> now
     prefill_s: float = 0.0
     llama_s: float = 0.0  # time inside llama_decode (target and draft model, prompt included)
-    logits_s: float = 0.0  # time reading logits rows out of llama.cpp (part of the host time)
+    host_rows: int = 0  # logits rows handed to the host path (0 when llama.cpp chose every token)
     k_current: int = 0
     note: str = ""  # why speculation did or did not run
     # Where the speculation figures come from: "" = counted by SpecChat's own decoder; a remote
@@ -223,10 +224,6 @@ class GenerationStats:
             return None
         return max(0.0, self.elapsed_s - self.llama_s) * 1000.0 / self.tokens
 
-    @property
-    def logits_ms_per_token(self) -> float | None:
-        return self.logits_s * 1000.0 / self.tokens if self.tokens else None
-
     def copy(self) -> GenerationStats:
         out = object.__new__(GenerationStats)  # once per step: cheaper than replace()
         out.__dict__.update(self.__dict__)
@@ -251,7 +248,6 @@ class GenerationStats:
         out["mean_accepted_length"] = _round(self.mean_accepted_length, 4)
         out["per_position_acceptance"] = [round(x, 4) for x in self.per_position_acceptance]
         out["host_ms_per_token"] = _round(self.host_ms_per_token, 4)
-        out["logits_ms_per_token"] = _round(self.logits_ms_per_token, 4)
         return out
 
     @classmethod
@@ -336,7 +332,3 @@ class TokenEvent:
     segments: tuple[tuple[str, bool], ...] = ()
     finish_reason: FinishReason | None = None
     top2: tuple[Top2, ...] = ()  # per token, when GenerationParams.record_top2
-
-    @property
-    def drafted_tokens(self) -> int:
-        return sum(self.draft_flags)

@@ -10,9 +10,14 @@ from collections.abc import Sequence
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
-from ..launch import handle_early_flags, install_crash_handler, setup_logging, show_crash_dialog
-from ..qt_startup import create_guarded
-from .resources import app_icon, stylesheet
+from specchat.gui.resources import app_icon, stylesheet
+from specchat.startup.launch import (
+    handle_early_flags,
+    install_crash_handler,
+    setup_logging,
+    show_crash_dialog,
+)
+from specchat.startup.qt_startup import create_guarded
 
 APP_NAME = "SpecChat"
 
@@ -23,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="specchat", description="Desktop chat for local GGUF models with speculative decoding."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
-    # Handled before the window starts (see specchat.launch); listed here for --help.
+    # Handled before the window starts (see specchat.startup.launch); listed here for --help.
     parser.add_argument("--self-test", action="store_true", help="headless check, then exit")
     parser.add_argument(
         "--install-desktop-entry", action="store_true", help="add a Linux desktop launcher"
@@ -48,7 +53,7 @@ def create_application(qt_argv: Sequence[str] | None = None) -> QApplication:
 
 
 def run_window(args: argparse.Namespace, app: QApplication) -> int:
-    from .main_window import MainWindow
+    from specchat.gui.main_window import MainWindow
 
     window = MainWindow()
     app.aboutToQuit.connect(window.shutdown)  # quit without a close event: still join the thread

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.decoding.runtime import ModelLoadError
-from ..core.engine import DraftUnavailableError, EngineBusyError
-from ..core.models.compat import IncompatibleDraftError
-from ..core.models.gguf import GGUFError
+from specchat.core.decoding.runtime import ModelLoadError
+from specchat.core.engines.local import DraftUnavailableError, EngineBusyError
+from specchat.core.gguf.compat import IncompatibleDraftError
+from specchat.core.gguf.header import GGUFError
 
 FETCH_HINT = "specchat-cli models fetch-default"
 

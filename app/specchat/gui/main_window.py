@@ -25,21 +25,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.state.history import History
-from ..core.state.settings import Settings, load_settings, save_settings
-from ..core.types import GenerationStats, Mode
-from .chat.conversations import ConversationList
-from .chat.input_box import InputBox
-from .chat.mode_selector import ModeSelector
-from .chat.session import ChatSession
-from .chat.view import ChatView
-from .menus import build_menus
-from .models.loader import NO_MODELS_TEXT, ModelLoader
-from .models.panel import ModelsPanel
-from .resources import app_icon, stylesheet
-from .stats.gauge import SpecGauge
-from .threads.engine import EngineController, ModelsInfo
-from .widgets import Banner
+from specchat.core.state.history import History
+from specchat.core.state.settings import Settings, load_settings, save_settings
+from specchat.core.types import GenerationStats, Mode
+from specchat.gui.chat.conversations import ConversationList
+from specchat.gui.chat.input_box import InputBox
+from specchat.gui.chat.mode_selector import ModeSelector
+from specchat.gui.chat.session import ChatSession
+from specchat.gui.chat.view import ChatView
+from specchat.gui.menus import build_menus
+from specchat.gui.models.loader import NO_MODELS_TEXT, ModelLoader
+from specchat.gui.models.panel import ModelsPanel
+from specchat.gui.resources import app_icon, stylesheet
+from specchat.gui.stats.gauge import SpecGauge
+from specchat.gui.threads.engine import EngineController, ModelsInfo
+from specchat.gui.widgets import Banner
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,7 @@ class MainWindow(QMainWindow):
 
     def open_model_manager(self, quiet: bool = False) -> None:
         try:
-            from .models.manager import ModelManagerDialog
+            from specchat.gui.models.manager import ModelManagerDialog
         except Exception:  # missing from this build, or broken: the rest of the app works
             log.info("model manager unavailable", exc_info=True)
             if quiet:
@@ -331,7 +331,7 @@ class MainWindow(QMainWindow):
 
     # -- dialogs ----------------------------------------------------------------------------
     def open_settings(self) -> None:
-        from .settings_dialog import SettingsDialog
+        from specchat.gui.settings_dialog import SettingsDialog
 
         dlg = SettingsDialog(self.settings, self)
         dlg.accepted.connect(lambda: self.apply_settings(dlg.settings()))
@@ -350,7 +350,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Could not save settings: {exc}")
 
     def open_compare(self) -> None:
-        from .stats.compare_view import CompareDialog
+        from specchat.gui.stats.compare_view import CompareDialog
 
         if self.compare_dialog is not None and self.compare_dialog.running:
             self.compare_dialog.show()

@@ -8,17 +8,43 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
-from PySide6.QtWidgets import QMenu
+from PySide6.QtWidgets import QMenu, QMenuBar, QToolBar, QWidget
 
-from ..core.models.local_models import installed_models
-from .models.loader import ModelLoader
+from specchat.core.state.settings import Settings
+from specchat.core.store.local_models import installed_models
+from specchat.gui.models.loader import ModelLoader
+from specchat.gui.system_info import show_system_info
 
-if TYPE_CHECKING:
-    from .main_window import MainWindow
+
+class MenuHost(Protocol):
+    """What the menus need of the window they sit in (the main window has all of it)."""
+
+    settings: Settings
+    loader: ModelLoader
+    toolbar: QToolBar
+
+    @property
+    def conversations(self) -> QWidget: ...
+
+    def menuBar(self) -> QMenuBar: ...
+    def close(self) -> bool: ...
+    def new_chat(self) -> None: ...
+    def open_target_dialog(self) -> None: ...
+    def open_draft_dialog(self) -> None: ...
+    def open_settings(self) -> None: ...
+    def open_model_manager(self, quiet: bool = False) -> None: ...
+    def open_compare(self) -> None: ...
+    def show_first_run_help(self) -> None: ...
+    def stop(self) -> None: ...
+    def escape(self) -> None: ...
+    def session_regenerate(self) -> None: ...
+    def edit_last(self) -> None: ...
+    def copy_last_reply(self) -> None: ...
+    def set_highlight(self, on: bool) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -34,11 +60,11 @@ class WindowActions:
     installed_menu: QMenu
 
 
-def build_menus(w: MainWindow) -> WindowActions:
+def build_menus(w: MenuHost) -> WindowActions:
     def action(
         menu: QMenu, text: str, slot: Callable[..., Any], shortcut: Any = None, tip: str = ""
     ) -> QAction:
-        act = QAction(text, w)
+        act = QAction(text, bar)
         if shortcut is not None:
             act.setShortcut(QKeySequence(shortcut))
         if tip:
@@ -100,7 +126,7 @@ def build_menus(w: MainWindow) -> WindowActions:
     action(help_, "Getting &models", w.show_first_run_help)
     action(help_, "&System information…", lambda: _system_info(w))
 
-    esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), w)
+    esc = QShortcut(QKeySequence(Qt.Key.Key_Escape), bar.window())
     esc.setContext(Qt.ShortcutContext.WindowShortcut)
     esc.activated.connect(w.escape)
     return WindowActions(
@@ -116,11 +142,9 @@ def build_menus(w: MainWindow) -> WindowActions:
     )
 
 
-def _system_info(w: MainWindow) -> None:
+def _system_info(w: MenuHost) -> None:
     """Help → System information (what `specchat-cli doctor` prints)."""
-    from .system_info import show_system_info
-
-    show_system_info(w)  # a child of the window, which keeps it
+    show_system_info(w.menuBar().window())  # a child of the window, which keeps it
 
 
 def fill_installed_menu(menu: QMenu, loader: ModelLoader) -> None:

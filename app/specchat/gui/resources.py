@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QIcon
 
-from ..resources_path import resources_dir
+from specchat.core.resources_path import resources_dir
 
 
 def stylesheet() -> str:

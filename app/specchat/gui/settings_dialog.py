@@ -16,8 +16,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.models.offload import AUTO, GpuLayers
-from ..core.state.settings import Settings
+from specchat.core.placement.offload import AUTO, GpuLayers
+from specchat.core.state.settings import Settings
 
 GPU_AUTO = -101  # the spin box's lowest value, shown as "auto"
 GPU_TIP = (

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..core.doctor import SystemFacts, gather, render
+from specchat.core.doctor import SystemFacts, gather, render
 
 
 class SystemInfoDialog(QDialog):

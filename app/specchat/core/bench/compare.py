@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import Engine, Message
-from ..reply import Reply
-from ..types import GenerationParams, GenerationStats, Mode, TokenEvent
+from specchat.core.engines.local import Engine, Message
+from specchat.core.reply import Reply
+from specchat.core.types import GenerationParams, GenerationStats, Mode, TokenEvent
 
 OnEvent = Callable[[str, TokenEvent], None]  # (pass name: "off" | "on", event)
 Cancel = threading.Event | Callable[[], bool] | None

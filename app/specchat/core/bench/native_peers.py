@@ -11,10 +11,10 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..engine import Engine
-from ..types import GenerationParams
-from .peers import Vocab
-from .runner import PreparedPrompt, RssSampler, RunResult
+from specchat.core.bench.peers import Vocab
+from specchat.core.bench.runner import PreparedPrompt, RssSampler, RunResult
+from specchat.core.engines.local import Engine
+from specchat.core.types import GenerationParams
 
 SPEC_BIN = "llama-speculative-simple"
 PLAIN_BIN = "llama-completion"

@@ -21,11 +21,11 @@ import numpy as np
 import numpy.typing as npt
 from llama_cpp.llama_speculative import LlamaDraftModel, LlamaPromptLookupDecoding
 
-from ..decoding.draft_model import ModelDrafter
-from ..decoding.runtime import ModelRuntime
-from ..engine import Engine
-from ..types import GenerationParams
-from .runner import PreparedPrompt, RssSampler, RunResult
+from specchat.core.bench.runner import PreparedPrompt, RssSampler, RunResult
+from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.runtime import ModelRuntime
+from specchat.core.engines.local import Engine
+from specchat.core.types import GenerationParams
 
 PEERS = ("llama-cpp-python", "llama.cpp")
 

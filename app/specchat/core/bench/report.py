@@ -25,9 +25,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ..engine import Engine
-from ..types import acceptance_rate, mean_accepted_length
-from .runner import REFERENCE, BenchRun, RunResult
+from specchat.core.bench.runner import REFERENCE, BenchRun, RunResult
+from specchat.core.engines.local import Engine
+from specchat.core.types import acceptance_rate, mean_accepted_length
 
 SCHEMA_VERSION = 1
 
@@ -259,9 +259,6 @@ def host_overhead(passes: Sequence[BenchRun]) -> list[dict[str, Any]]:
                     "host_ms_per_token": host,
                     "host_ms_per_token_max": max(
                         r.host_ms_per_token for r in runs if r.host_ms_per_token is not None
-                    ),
-                    "logits_ms_per_token": median(
-                        r.logits_ms_per_token for r in runs if r.logits_ms_per_token is not None
                     ),
                     "budget_ms": budget,
                     "within_budget": host is not None and host <= budget,

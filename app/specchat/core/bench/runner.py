@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from ..engine import Engine
-from ..reply import Reply
-from ..types import GenerationParams, Mode, acceptance_rate
-from .suite import BenchPrompt, Suite, SuiteError, load_suite, parse_suite
+from specchat.core.bench.suite import BenchPrompt, Suite, SuiteError, load_suite, parse_suite
+from specchat.core.engines.local import Engine
+from specchat.core.reply import Reply
+from specchat.core.types import GenerationParams, Mode, acceptance_rate
 
 __all__ = [
     "BenchPrompt",
@@ -78,7 +78,6 @@ class RunResult:
     verify_steps: int | None = None
     verify_tokens: int | None = None  # tokens the verification passes produced
     host_ms_per_token: float | None = None  # wall time outside llama_decode, per token
-    logits_ms_per_token: float | None = None  # of which reading logits out of llama.cpp
     finish_reason: str | None = None
     peak_rss_bytes: int = 0
     start_rss_bytes: int = 0
@@ -107,7 +106,6 @@ class RunResult:
             "accepted": self.accepted,
             "acceptance_rate": _r(self.acceptance_rate, 4),
             "host_ms_per_token": _r(self.host_ms_per_token, 4),
-            "logits_ms_per_token": _r(self.logits_ms_per_token, 4),
             "finish_reason": self.finish_reason,
             "peak_rss_mb": _r(self.peak_rss_bytes / 2**20, 1),
             "note": self.note,
@@ -207,7 +205,6 @@ class EngineVariant:
             verify_steps=st.verify_steps,
             verify_tokens=st.verify_tokens,
             host_ms_per_token=st.host_ms_per_token,
-            logits_ms_per_token=st.logits_ms_per_token,
             finish_reason=reply.finish_reason.value if reply.finish_reason else None,
             peak_rss_bytes=rss.peak,
             start_rss_bytes=rss.start_rss,

@@ -25,8 +25,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..types import GenerationParams
-from .runner import PreparedPrompt, RssSampler, RunResult
+from specchat.core.bench.runner import PreparedPrompt, RssSampler, RunResult
+from specchat.core.types import GenerationParams
 
 START_TIMEOUT_S = 180.0
 NGRAM_TYPES = ("ngram-simple", "ngram-map-k", "ngram-mod")

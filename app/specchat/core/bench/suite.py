@@ -18,8 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ...resources_path import resources_dir
-from ..engine import Message
+from specchat.core.engines.local import Message
+from specchat.core.resources_path import resources_dir
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -38,7 +38,6 @@ class SamplerSpec:
     top_p: float = 1.0
     min_p: float = 0.0
     temperature: float = 1.0
-    seed: int = 0
 
 
 class _Array:
@@ -114,11 +113,6 @@ class BackendSampler:
         probs = np.asarray(_Array(addr, n, "<f4"))
         return self._candidates(i), probs
 
-    def logits(self, i: int) -> tuple[npt.NDArray[np.int32] | None, npt.NDArray[np.float32]]:
-        n = int(self._logits_n(self._ctx, i))
-        logits = np.asarray(_Array(self._logits(self._ctx, i), n, "<f4"))
-        return self._candidates(i), logits
-
     def top(self, i: int) -> tuple[list[int], list[float]]:
         """Row i's candidates and their logits as Python lists (a TOP_K chain: a few values,
         cheaper as lists than as numpy arrays)."""
@@ -176,5 +170,5 @@ def _build(lib: Any, spec: SamplerSpec) -> Any:
             add(lib.llama_sampler_init_min_p(spec.min_p, 1))
         if spec.temperature != 1.0:
             add(lib.llama_sampler_init_temp(spec.temperature))
-        add(lib.llama_sampler_init_dist(spec.seed & 0xFFFFFFFF))
+        add(lib.llama_sampler_init_dist(0))  # its draws are not used: tokens are drawn on the host
     return chain

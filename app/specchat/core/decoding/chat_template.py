@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .runtime import ModelRuntime
+from specchat.core.decoding.runtime import ModelRuntime
 
 Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": "..."}
 

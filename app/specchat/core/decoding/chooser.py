@@ -9,12 +9,19 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..types import GenerationParams, Mode
-from .backend_sampler import DIST, DRAFT_TOP_K, GREEDY, TOP_K, SamplerSpec
-from .draft_model import ModelDrafter
-from .drafting import Draft
-from .runtime import Logits, ModelRuntime
-from .sampling import Dist, Warp, accept_draft_token, backend_dist, residual_sample, sample
+from specchat.core.decoding.backend_sampler import DIST, DRAFT_TOP_K, GREEDY, TOP_K, SamplerSpec
+from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.drafting import Draft
+from specchat.core.decoding.runtime import Logits, ModelRuntime
+from specchat.core.decoding.sampling import (
+    Dist,
+    Warp,
+    accept_draft_token,
+    backend_dist,
+    residual_sample,
+    sample,
+)
+from specchat.core.types import GenerationParams, Mode
 
 History = Callable[[Sequence[int]], list[int]]  # tokens after ctx -> the penalty's history
 

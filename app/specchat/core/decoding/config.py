@@ -6,7 +6,7 @@ function: the requested config, plus what is known about the model and the machi
 (`RuntimeFacts`), give the effective config and one sentence per change. Nothing is changed
 silently: the engine keeps the sentences (`Engine.notices`), the CLI prints them in its stats
 line and the window in its gauge and status bar. ("auto" GPU layers are resolved before this,
-by :mod:`specchat.core.models.offload`.)
+by :mod:`specchat.core.placement.offload`.)
 """
 
 from __future__ import annotations
@@ -75,14 +75,6 @@ class RuntimeFacts:
 class Adjusted:
     config: RuntimeConfig
     notices: tuple[str, ...] = ()
-
-
-def cpu_count() -> int:
-    """CPUs available to this process (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def _cpus(n: int) -> str:

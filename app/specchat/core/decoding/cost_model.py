@@ -199,9 +199,6 @@ class CostModel:
         """Predicted seconds of a whole step, corrected by what such steps really took."""
         return self._step_parts(drafter, k, lag) * self.step_ratio.get(drafter, 1.0)
 
-    def plain_cost(self) -> float:
-        return self.target_cost(1) + self.host_cost()
-
     # -- decisions --------------------------------------------------------------------------
     def best_chain(
         self,

@@ -18,16 +18,23 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from ..types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent, Top2
-from .backend_sampler import ROWS_MAX
-from .chooser import Chooser
-from .cost_model import DRAFT, LOOKUP, CostModel
-from .draft_model import ModelDrafter
-from .drafting import Draft
-from .ngram import NgramDrafter, Proposal
-from .runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
-from .sampling import Dist, Warp, sample, top2
-from .text_stream import TextStream
+from specchat.core.decoding.backend_sampler import ROWS_MAX
+from specchat.core.decoding.chooser import Chooser
+from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
+from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.drafting import Draft
+from specchat.core.decoding.ngram import NgramDrafter, Proposal
+from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
+from specchat.core.decoding.sampling import Dist, Warp, sample, top2
+from specchat.core.decoding.text_stream import TextStream
+from specchat.core.types import (
+    FinishReason,
+    GenerationParams,
+    GenerationStats,
+    Mode,
+    TokenEvent,
+    Top2,
+)
 
 CancelCheck = Callable[[], bool]
 
@@ -73,7 +80,7 @@ class Decoder:
         self._text = TextStream(params.stop)
         self._t0 = 0.0
         self._t_first = 0.0
-        self._clocks0 = (0.0, 0.0)
+        self._clocks0: tuple[float, int] = (0.0, 0)
         # the step being built: its tokens, their origin, their top-2 (diagnostics)
         self._ids: list[int] = []
         self._flags: list[bool] = []
@@ -90,12 +97,12 @@ class Decoder:
             return []
         return self.ctx[-self.p.repeat_last_n :] + list(extra)
 
-    def _clocks(self) -> tuple[float, float]:
-        llama, logits = self.t.llama_s, self.t.logits_s
+    def _clocks(self) -> tuple[float, int]:
+        llama, rows = self.t.llama_s, self.t.host_rows
         if self.model is not None:
             llama += self.model.rt.llama_s
-            logits += self.model.rt.logits_s
-        return llama, logits
+            rows += self.model.rt.host_rows
+        return llama, rows
 
     def _push(self, token: int, from_draft: bool, rows: Logits, i: int) -> None:
         """Add `token` to the reply (raises _Finished when the reply ends here)."""
@@ -123,9 +130,9 @@ class Decoder:
         st.elapsed_s = now - self._t0
         if st.tokens:
             st.decode_s = now - self._t_first
-        llama, logits = self._clocks()
+        llama, rows = self._clocks()
         st.llama_s = llama - self._clocks0[0]
-        st.logits_s = logits - self._clocks0[1]
+        st.host_rows = rows - self._clocks0[1]
         segs = self._text.take()
         text = segs[0][0] if len(segs) == 1 else "".join(s for s, _ in segs)
         ev = TokenEvent(

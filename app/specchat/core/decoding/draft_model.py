@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .drafting import Draft
-from .runtime import ModelRuntime
-from .sampling import Dist, Warp, backend_dist, confidence, sample
+from specchat.core.decoding.drafting import Draft
+from specchat.core.decoding.runtime import ModelRuntime
+from specchat.core.decoding.sampling import Dist, Warp, backend_dist, confidence, sample
 
 
 class ModelDrafter:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .drafting import Draft
+from specchat.core.decoding.drafting import Draft
 
 Key = tuple[int, ...]
 
@@ -65,10 +65,9 @@ class NgramDrafter:
         # context -> [times seen in all, likeliest continuation, its count, {continuation: count}]
         self._next: dict[Key, list[Any]] = {}
         self._refuted: dict[Key, dict[int, int]] = {}  # context -> continuation -> refusals
-        self.last: Proposal | None = None
 
     def clear(self) -> None:
-        self._tokens, self._next, self._refuted, self.last = [], {}, {}, None
+        self._tokens, self._next, self._refuted = [], {}, {}
 
     def reset(self, *, min_match: int, max_ngram: int, k_max: int) -> None:
         """New settings; the index is rebuilt only if the n-gram sizes changed."""
@@ -172,7 +171,6 @@ class NgramDrafter:
             out.context.append(n)
             out.keys.append(key)
             tail = tail[1:] + [t] if len(tail) >= self.n_max else tail + [t]
-        self.last = out
         return out
 
     def feedback(self, proposal: Proposal, drafted: int, accepted: int) -> None:
@@ -183,7 +181,7 @@ class NgramDrafter:
             row[t] = row.get(t, 0) + 1
 
     def draft(self, proposal: Proposal, k: int) -> Draft:
-        return Draft(proposal.tokens[:k], None, proposal.context[0] if proposal.context else 0)
+        return Draft(proposal.tokens[:k], None)
 
     # llama-cpp-python's LlamaDraftModel contract (used by the benchmark's stock peer)
     def __call__(self, input_ids: npt.NDArray[np.intc], /, **kwargs: Any) -> npt.NDArray[np.intc]:

@@ -6,9 +6,9 @@ llama.cpp for logits of chosen rows only: no n_ctx x n_vocab buffer is ever allo
 come back as one read-only view of llama.cpp's own output buffer (no copies), valid until the
 next `decode` on the same model.
 
-It also keeps two clocks: `llama_s`, the time spent inside `llama_decode` (including waiting for a
-GPU to finish), and `logits_s`, the time spent getting the logits out; everything else a caller
-does is host overhead.
+It also keeps a clock, `llama_s`, the time spent inside `llama_decode` (including waiting for a
+GPU to finish): everything else a caller does is host overhead; and a count, `host_rows`, of the
+logits rows handed to the host (none when llama.cpp's own samplers choose the tokens).
 """
 
 from __future__ import annotations
@@ -24,9 +24,14 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ..models.gguf import GGUFInfo, read_gguf_info
-from .backend_sampler import ROWS_MAX, BackendSampler, SamplerSpec
-from .config import ContextFullError, ModelLoadError, PrefillCancelled, RuntimeConfig
+from specchat.core.decoding.backend_sampler import ROWS_MAX, BackendSampler, SamplerSpec
+from specchat.core.decoding.config import (
+    ContextFullError,
+    ModelLoadError,
+    PrefillCancelled,
+    RuntimeConfig,
+)
+from specchat.core.gguf.header import GGUFInfo, read_gguf_info
 
 __all__ = [
     "ContextFullError",
@@ -35,7 +40,6 @@ __all__ = [
     "ModelRuntime",
     "PrefillCancelled",
     "RuntimeConfig",
-    "gpu_offload_supported",
 ]
 
 log = logging.getLogger(__name__)
@@ -60,17 +64,9 @@ def _init_backend() -> None:
         llama_cpp = _llama()
         from llama_cpp import _logger
 
-        from .drafting import register_llama_draft_models
-
         _logger.set_verbose(os.environ.get("SPECCHAT_LLAMA_VERBOSE") == "1")
         llama_cpp.llama_backend_init()
-        register_llama_draft_models()
         _backend_ready = True
-
-
-def gpu_offload_supported() -> bool:
-    _init_backend()
-    return bool(_llama().llama_supports_gpu_offload())
 
 
 class _Buffer:
@@ -169,7 +165,7 @@ class ModelRuntime:
         self._views: dict[tuple[int, int], Logits] = {}
         self._no_rows = np.zeros((0, self.n_vocab), dtype=np.float32)
         self.llama_s = 0.0  # time inside llama_decode (and waiting for it to finish)
-        self.logits_s = 0.0  # time getting logits out of llama.cpp
+        self.host_rows = 0  # logits rows handed to the host
 
     # -- vocabulary -------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
@@ -347,14 +343,13 @@ class ModelRuntime:
     def _logits(self, rows: int) -> Logits:
         if rows == 0 or self.sampler.active is not None:
             return self._no_rows
-        t0 = time.perf_counter()
+        self.host_rows += rows
         addr = self._get_logits(self._ctx_ptr)
         view = self._views.get((addr, rows))
         if view is None:  # llama.cpp reallocates its output buffer rarely: views are reused
             view = np.asarray(_Buffer(addr, (rows, self.n_vocab)))
             view.flags.writeable = False
             self._views[(addr, rows)] = view
-        self.logits_s += time.perf_counter() - t0
         return view
 
     def _resync_after_failure(self) -> None:

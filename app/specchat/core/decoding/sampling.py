@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from ..types import GenerationParams, Top2
+from specchat.core.types import GenerationParams, Top2
 
 Logits = npt.NDArray[np.float32]
 Ids = npt.NDArray[np.int64]
@@ -52,10 +52,6 @@ class Dist:
     ) -> None:
         self.w, self.total, self.ids, self.probs, self.n_vocab = w, total, ids, probs, n_vocab
 
-    @property
-    def dense(self) -> bool:
-        return self.ids is None
-
     def prob(self, token: int) -> float:
         if self.ids is None:
             assert self.w is not None
@@ -84,7 +80,6 @@ class Warp:
         self.penalty = params.repeat_penalty
         self.last_n = params.repeat_last_n
         self.n_vocab = n_vocab
-        self.truncates = (0 < self.top_k < n_vocab) or self.top_p < 1.0 or self.min_p > 0.0
         self._bufs: list[npt.NDArray[np.float32]] = []
         self._slots = slots if not self.greedy else 0
         self._scratch: npt.NDArray[np.float32] | None = None

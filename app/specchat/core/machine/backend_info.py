@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .backend_choice import installed_backends, installed_lib_dir
+from specchat.core.machine.backend_choice import installed_backends, installed_lib_dir
 
 __all__ = ["BackendInfo", "Device", "gpu_devices", "list_devices", "probe_backend"]
 
@@ -55,10 +55,6 @@ class BackendInfo:
     @property
     def backends(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.registries)
-
-    @property
-    def gpus(self) -> tuple[Device, ...]:
-        return tuple(d for d in self.devices if d.is_gpu)
 
 
 def _lib() -> Any:

@@ -3,7 +3,7 @@
 PySide6's wheels carry Qt but not these X11/xcb libraries; a desktop without them (Ubuntu 22.04
 lacks ``libxcb-cursor0``) cannot open a window, and Qt's own message does not say what to
 install. ``missing_xcb_libs`` tries to load each one; ``install_hint`` names the packages for the
-distribution. Used by the launcher (``specchat.qt_startup``) and by ``specchat-cli doctor``.
+distribution. Used by the launcher (``specchat.startup.qt_startup``) and by ``specchat-cli doctor``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Remote engines: chat through llama-server, vLLM, SGLang or any OpenAI-compatible server.
+"""OpenAI-compatible servers (llama-server, vLLM, SGLang): the HTTP client, the event stream,
+the speculation figures. The engines built on them are in `core/engines/remote.py`.
 
 Qt-free; imports only `core.types`, `core.reply`, `core.units` and `core.state` from SpecChat.
 See docs/remote.md.
@@ -6,9 +7,8 @@ See docs/remote.md.
 
 from __future__ import annotations
 
-from .config import RemoteConfig, ServerKind, normalize_base_url
-from .engine import RemoteEngine, RemoteModelInfo
-from .errors import (
+from specchat.core.remote.config import RemoteConfig, ServerKind, normalize_base_url
+from specchat.core.remote.errors import (
     RemoteAuthError,
     RemoteConnectError,
     RemoteDroppedError,
@@ -18,19 +18,15 @@ from .errors import (
     RemoteTimeoutError,
     RemoteTLSError,
 )
-from .pair import RemotePair
-from .probe import ServerInfo
+from specchat.core.remote.probe import ServerInfo
 
 __all__ = [
     "RemoteAuthError",
     "RemoteConfig",
     "RemoteConnectError",
     "RemoteDroppedError",
-    "RemoteEngine",
     "RemoteError",
     "RemoteHTTPError",
-    "RemoteModelInfo",
-    "RemotePair",
     "RemoteProtocolError",
     "RemoteTLSError",
     "RemoteTimeoutError",

@@ -14,9 +14,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ..types import FinishReason, GenerationStats, TokenEvent
-from .config import ServerKind
-from .figures import (
+from specchat.core.remote.config import ServerKind
+from specchat.core.remote.figures import (
     FIGURES_FINAL,
     FIGURES_LIVE,
     FIGURES_METRICS,
@@ -27,8 +26,9 @@ from .figures import (
     counts_from_sglang,
     sglang_meta,
 )
-from .probe import ServerInfo
-from .request import ChatRequest
+from specchat.core.remote.probe import ServerInfo
+from specchat.core.remote.request import ChatRequest
+from specchat.core.types import FinishReason, GenerationStats, TokenEvent
 
 __all__ = ["ReplyAssembler", "finish_reason_from"]
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import httpx2
 
-from .config import RemoteConfig
-from .errors import (
+from specchat.core.remote.config import RemoteConfig
+from specchat.core.remote.errors import (
     RemoteAuthError,
     RemoteConnectError,
     RemoteDroppedError,
@@ -252,15 +252,6 @@ class RemoteClient:
 
     def get_text(self, path: str, timeout: float | None = None) -> str:
         return str(self._send("GET", path, timeout=timeout).text)
-
-    def post_json(self, path: str, body: Any) -> Any:
-        response = self._send("POST", path, body)
-        try:
-            return response.json()
-        except ValueError:
-            raise RemoteProtocolError(
-                f"{self.config.label}{path} did not answer with JSON"
-            ) from None
 
     # -- streaming --------------------------------------------------------------------------
     @contextmanager

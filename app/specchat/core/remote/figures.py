@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .metrics import SpecCounters
+from specchat.core.remote.metrics import SpecCounters
 
 __all__ = [
     "FIGURES_FINAL",

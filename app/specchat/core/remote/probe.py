@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..types import Mode
-from .client import RemoteClient
-from .config import ServerKind
-from .errors import RemoteError
+from specchat.core.remote.client import RemoteClient
+from specchat.core.remote.config import ServerKind
+from specchat.core.remote.errors import RemoteError
+from specchat.core.types import Mode
 
 __all__ = ["ServerInfo", "probe_server", "speculation_mode"]
 

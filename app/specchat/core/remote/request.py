@@ -19,9 +19,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..types import GenerationParams, Mode
-from .config import RemoteConfig, ServerKind
-from .probe import ServerInfo
+from specchat.core.remote.config import RemoteConfig, ServerKind
+from specchat.core.remote.probe import ServerInfo
+from specchat.core.types import GenerationParams, Mode
 
 __all__ = ["ChatRequest", "build_request"]
 

@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from .errors import RemoteError, RemoteHTTPError, RemoteProtocolError
+from specchat.core.remote.errors import RemoteError, RemoteHTTPError, RemoteProtocolError
 
 __all__ = ["DONE", "iter_events", "iter_sse_data"]
 

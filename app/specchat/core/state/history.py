@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .history_recovery import (
+from specchat.core.state.history_recovery import (
     HistoryRecovery,
     Salvage,
     clean_conversation,
@@ -27,7 +27,7 @@ from .history_recovery import (
     move_aside,
     salvage,
 )
-from .paths import data_dir
+from specchat.core.state.paths import data_dir
 
 log = logging.getLogger(__name__)
 

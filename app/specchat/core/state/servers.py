@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from .paths import data_dir
+from specchat.core.state.paths import data_dir
 
 __all__ = ["SERVERS_FILE", "SecretStore", "ServerEntry", "ServerStore"]
 

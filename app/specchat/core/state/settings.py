@@ -12,10 +12,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..decoding.config import RuntimeConfig
-from ..models.offload import AUTO, GpuLayers, parse_gpu_layers
-from ..types import GenerationParams, Mode, params_from
-from .paths import data_dir
+from specchat.core.decoding.config import RuntimeConfig
+from specchat.core.placement.offload import AUTO, GpuLayers, parse_gpu_layers
+from specchat.core.state.paths import data_dir
+from specchat.core.types import GenerationParams, Mode, params_from
 
 SETTINGS_FILE = "settings.json"
 GPU_FIELDS = ("target_gpu_layers", "draft_gpu_layers")  # int, or "auto" (core/offload.py)

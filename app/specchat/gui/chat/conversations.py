@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.state.history import History
+from specchat.core.state.history import History
 
 UNDO_MS = 10_000
 POLL_MS = 1_500  # how often the list looks for changes made by another window

@@ -24,9 +24,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.reply import Reply, Span
-from ..stats.stats_text import stats_summary
-from .render import (
+from specchat.core.reply import Reply, Span
+from specchat.gui.chat.render import (
     CodeBlock,
     Theme,
     append_text,
@@ -34,6 +33,7 @@ from .render import (
     render_markdown,
     render_plain,
 )
+from specchat.gui.stats.stats_text import stats_summary
 
 ROLE_TITLES = {"user": "You", "assistant": "Assistant", "system": "System"}
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QToolButton, QWidget
 
-from ...core.types import Mode
-from ..stats.stats_text import MODE_TIPS, mode_label
+from specchat.core.types import Mode
+from specchat.gui.stats.stats_text import MODE_TIPS, mode_label
 
 NO_DRAFT_TIP = (
     "No draft model is loaded. Load one with File → Open draft… or Models → Use default pair."

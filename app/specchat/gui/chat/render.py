@@ -23,7 +23,7 @@ from PySide6.QtGui import (
     QTextFormat,
 )
 
-from ...core.reply import Span
+from specchat.core.reply import Span
 
 try:  # optional: syntax colouring of code blocks
     from pygments.lexers import get_lexer_by_name

@@ -14,14 +14,14 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from ...core.conversation.text_input import clean_text
-from ...core.reply import Reply
-from ...core.state.history import History
-from ...core.state.settings import Settings
-from ...core.types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent
-from ..threads.engine import EngineController, ModelsInfo
-from .message import MessageWidget
-from .view import ChatView
+from specchat.core.conversation.text_input import clean_text
+from specchat.core.reply import Reply
+from specchat.core.state.history import History
+from specchat.core.state.settings import Settings
+from specchat.core.types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent
+from specchat.gui.chat.message import MessageWidget
+from specchat.gui.chat.view import ChatView
+from specchat.gui.threads.engine import EngineController, ModelsInfo
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from typing import Any
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from ...core.reply import Span
-from .message import MessageWidget
-from .render import theme_for
+from specchat.core.reply import Span
+from specchat.gui.chat.message import MessageWidget
+from specchat.gui.chat.render import theme_for
 
 RENDER_INTERVAL_MS = 300  # Markdown re-render while streaming, at most this often
 

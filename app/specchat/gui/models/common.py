@@ -8,9 +8,9 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QComboBox
 
-from ...core.models.hub import RemoteModel
-from ...core.models.memory_plan import Fit
-from ...core.models.pairing import HubRef, LocalRef, ModelRef
+from specchat.core.hub.client import RemoteModel
+from specchat.core.placement.memory_plan import Fit
+from specchat.core.placement.pairing import HubRef, LocalRef, ModelRef
 
 GOOD, BAD, WARN = "#1a7f37", "#cf222e", "#9a6700"
 FIT_TEXT = {Fit.FITS: ("fits", GOOD), Fit.TIGHT: ("tight", WARN), Fit.TOO_BIG: ("too big", BAD)}

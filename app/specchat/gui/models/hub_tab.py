@@ -21,12 +21,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.models.hub import HubClient, RemoteModel, RepoSummary
-from ...core.models.memory_plan import MachineMemory, file_fit
-from ...core.units import format_bytes
-from ..threads.tasks import TaskRunner
-from ..widgets import button_row, selectable_label, setup_table
-from .common import BAD, FIT_TEXT, WARN, colored
+from specchat.core.hub.client import HubClient, RemoteModel, RepoSummary
+from specchat.core.placement.memory_plan import MachineMemory, file_fit
+from specchat.core.units import format_bytes
+from specchat.gui.models.common import BAD, FIT_TEXT, WARN, colored
+from specchat.gui.threads.tasks import TaskRunner
+from specchat.gui.widgets import button_row, selectable_label, setup_table
 
 FIT_COLUMN = 3
 

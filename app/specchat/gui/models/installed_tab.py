@@ -16,12 +16,19 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.models.store import InstalledModel, ModelStore, PartialDownload
-from ..threads.downloads import DownloadManager
-from ..threads.tasks import TaskRunner
-from ..widgets import button_row, selectable_label, setup_table
-from .common import BAD, colored
-from .list_model import DOWNLOADING, FAILED, PAUSED, ModelListModel, ProgressDelegate
+from specchat.core.store.importing import import_model
+from specchat.core.store.store import InstalledModel, ModelStore, PartialDownload
+from specchat.gui.models.common import BAD, colored
+from specchat.gui.models.list_model import (
+    DOWNLOADING,
+    FAILED,
+    PAUSED,
+    ModelListModel,
+    ProgressDelegate,
+)
+from specchat.gui.threads.downloads import DownloadManager
+from specchat.gui.threads.tasks import TaskRunner
+from specchat.gui.widgets import button_row, selectable_label, setup_table
 
 
 class InstalledTab(QWidget):
@@ -121,7 +128,7 @@ class InstalledTab(QWidget):
         def failed(message: str) -> None:
             self.status.setText(colored(message, BAD))
 
-        self.tasks.run("import", lambda: self.store.import_file(path), imported, failed)
+        self.tasks.run("import", lambda: import_model(self.store, path), imported, failed)
 
     def _ask_delete(self) -> None:
         key = self.selected_key()

@@ -30,10 +30,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.models.download import DownloadProgress
-from ...core.models.hub import RemoteModel, parse_quant
-from ...core.models.store import InstalledModel, ModelStore, PartialDownload
-from ...core.units import format_bytes, format_duration
+from specchat.core.fetch.hub_download import DownloadProgress
+from specchat.core.hub.client import RemoteModel, parse_quant
+from specchat.core.store.store import InstalledModel, ModelStore, PartialDownload
+from specchat.core.units import format_bytes, format_duration
 
 INSTALLED = "installed"
 DOWNLOADING = "downloading"

@@ -16,14 +16,14 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-from ...core.models.local_models import (
+from specchat.core.placement.offload import OffloadDecision, resolve_offload
+from specchat.core.state.settings import Settings
+from specchat.core.store.local_models import (
     FETCH_DEFAULT_COMMAND,
     default_pair_installed,
     default_pair_paths,
 )
-from ...core.models.offload import OffloadDecision, resolve_offload
-from ...core.state.settings import Settings
-from ..threads.engine import EngineController, LoadRequest, ModelsInfo
+from specchat.gui.threads.engine import EngineController, LoadRequest, ModelsInfo
 
 NO_MODELS_TEXT = (
     "<p><b>No model is loaded yet.</b></p>"

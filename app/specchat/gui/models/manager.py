@@ -15,18 +15,18 @@ from PySide6.QtCore import QCoreApplication, QThread, Signal, Slot
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTabWidget, QVBoxLayout, QWidget
 
-from ...core.models.catalog import Catalog, load_catalog
-from ...core.models.download import Downloader
-from ...core.models.hub import HubClient, RemoteModel
-from ...core.models.memory_plan import MachineMemory, machine_memory
-from ...core.models.store import ModelStore
-from ..threads.downloads import DownloadManager
-from ..threads.tasks import TaskRunner
-from .hub_tab import HubTab
-from .installed_tab import InstalledTab
-from .list_model import ModelListModel
-from .pair_box import PairBox
-from .pairs_tab import RecommendedPairsTab
+from specchat.core.fetch.hub_download import Downloader
+from specchat.core.hub.client import HubClient, RemoteModel
+from specchat.core.placement.memory_plan import MachineMemory, machine_memory
+from specchat.core.store.catalog import Catalog, load_catalog
+from specchat.core.store.store import ModelStore
+from specchat.gui.models.hub_tab import HubTab
+from specchat.gui.models.installed_tab import InstalledTab
+from specchat.gui.models.list_model import ModelListModel
+from specchat.gui.models.pair_box import PairBox
+from specchat.gui.models.pairs_tab import RecommendedPairsTab
+from specchat.gui.threads.downloads import DownloadManager
+from specchat.gui.threads.tasks import TaskRunner
 
 INSTALLED_TAB = 0
 

@@ -20,10 +20,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.models.catalog import Catalog, CatalogModel
-from ...core.models.hub import HubClient, RemoteModel
-from ...core.models.memory_plan import MachineMemory
-from ...core.models.pairing import (
+from specchat.core.hub.client import HubClient, RemoteModel
+from specchat.core.placement.memory_plan import MachineMemory
+from specchat.core.placement.pairing import (
     DraftSuggestion,
     PairReport,
     catalog_remote,
@@ -32,11 +31,21 @@ from ...core.models.pairing import (
     repo_hint,
     suggest_drafts,
 )
-from ...core.models.store import ModelStore
-from ..threads.tasks import TaskRunner
-from ..widgets import button_row, selectable_label
-from .common import BAD, FIT_TEXT, GOOD, WARN, Choice, colored, find_data, model_ref
-from .list_model import ModelListModel
+from specchat.core.store.catalog import Catalog, CatalogModel
+from specchat.core.store.store import ModelStore
+from specchat.gui.models.common import (
+    BAD,
+    FIT_TEXT,
+    GOOD,
+    WARN,
+    Choice,
+    colored,
+    find_data,
+    model_ref,
+)
+from specchat.gui.models.list_model import ModelListModel
+from specchat.gui.threads.tasks import TaskRunner
+from specchat.gui.widgets import button_row, selectable_label
 
 
 class PairBox(QGroupBox):

@@ -5,12 +5,12 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QListWidget, QListWidgetItem, QPushButton, QVBoxLayout, QWidget
 
-from ...core.models.catalog import Catalog
-from ...core.models.memory_plan import MachineMemory
-from ...core.models.pairing import catalog_remote, recommended_pairs
-from ...core.models.store import ModelStore
-from ...core.models.suggestions import PairForDevice, pair_for_device
-from ..widgets import button_row
+from specchat.core.placement.memory_plan import MachineMemory
+from specchat.core.placement.pairing import catalog_remote, recommended_pairs
+from specchat.core.placement.suggestions import PairForDevice, pair_for_device
+from specchat.core.store.catalog import Catalog
+from specchat.core.store.store import ModelStore
+from specchat.gui.widgets import button_row
 
 
 class RecommendedPairsTab(QWidget):

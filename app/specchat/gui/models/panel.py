@@ -6,10 +6,10 @@ from html import escape
 
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
-from ...core.engine import LoadedModelInfo
-from ...core.models.offload import OffloadDecision, Placement
-from ...core.units import format_bytes
-from ..threads.engine import ModelsInfo
+from specchat.core.engines.local import LoadedModelInfo
+from specchat.core.placement.offload import OffloadDecision, Placement
+from specchat.core.units import format_bytes
+from specchat.gui.threads.engine import ModelsInfo
 
 
 def offload_text(n_gpu_layers: int) -> str:

@@ -30,12 +30,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.remote.config import RemoteConfig, ServerKind
-from ...core.remote.connect import config_from_entry
-from ...core.remote.probe import ServerInfo
-from ...core.state.servers import ServerEntry, ServerStore
-from .server_list import ServerListModel
-from .threads import ProbeThread
+from specchat.core.engines.remote_connect import config_from_entry
+from specchat.core.remote.config import RemoteConfig, ServerKind
+from specchat.core.remote.probe import ServerInfo
+from specchat.core.state.servers import ServerEntry, ServerStore
+from specchat.gui.remote.server_list import ServerListModel
+from specchat.gui.remote.threads import ProbeThread
 
 __all__ = ["ConnectionDialog"]
 

@@ -8,9 +8,9 @@ from typing import Any
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QObject, QPersistentModelIndex, Qt
 
-from ...core.remote.config import ServerKind
-from ...core.remote.probe import ServerInfo
-from ...core.state.servers import ServerEntry, ServerStore
+from specchat.core.remote.config import ServerKind
+from specchat.core.remote.probe import ServerInfo
+from specchat.core.state.servers import ServerEntry, ServerStore
 
 __all__ = ["RemoteModelItem", "ServerListModel", "remote_model_items"]
 

@@ -11,9 +11,9 @@ import logging
 
 from PySide6.QtCore import QObject, QThread, Signal
 
-from ...core.remote.config import RemoteConfig
-from ...core.remote.connect import check_connection, connect_entry
-from ...core.state.servers import ServerStore
+from specchat.core.engines.remote_connect import check_connection, connect_entry
+from specchat.core.remote.config import RemoteConfig
+from specchat.core.state.servers import ServerStore
 
 __all__ = ["ConnectThread", "ProbeThread", "running_remote_threads", "wait_remote_threads"]
 

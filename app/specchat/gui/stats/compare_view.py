@@ -30,14 +30,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ...core.bench.compare import CompareResult, PassResult
-from ...core.engine import Message
-from ...core.reply import Reply
-from ...core.state.settings import Settings
-from ...core.types import Mode, TokenEvent
-from ..chat.render import append_text, theme_for
-from ..threads.engine import EngineController
-from .stats_text import NONE, acceptance_text, mean_accepted_text, mode_label, ttft_text
+from specchat.core.bench.compare import CompareResult, PassResult
+from specchat.core.engines.local import Message
+from specchat.core.reply import Reply
+from specchat.core.state.settings import Settings
+from specchat.core.types import Mode, TokenEvent
+from specchat.gui.chat.render import append_text, theme_for
+from specchat.gui.stats.stats_text import (
+    NONE,
+    acceptance_text,
+    mean_accepted_text,
+    mode_label,
+    ttft_text,
+)
+from specchat.gui.threads.engine import EngineController
 
 ROWS = [
     "Tokens/s",

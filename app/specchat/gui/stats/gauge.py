@@ -15,8 +15,14 @@ from PySide6.QtCore import QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from ...core.types import GenerationStats, Mode
-from .stats_text import NONE, acceptance_text, mean_accepted_text, mode_label, ttft_text
+from specchat.core.types import GenerationStats, Mode
+from specchat.gui.stats.stats_text import (
+    NONE,
+    acceptance_text,
+    mean_accepted_text,
+    mode_label,
+    ttft_text,
+)
 
 POLL_MS = 200
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...core.types import GenerationStats, Mode
+from specchat.core.types import GenerationStats, Mode
 
 MODE_LABELS: dict[str, str] = {
     "off": "Off",

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ...core.models.download import DownloadCancelled, Downloader
-from ...core.models.hub import RemoteModel, parse_quant
-from ...core.models.store import InstalledModel, ModelStore
-from ..models.list_model import (
+from specchat.core.fetch.hub_download import DownloadCancelled, Downloader
+from specchat.core.hub.client import RemoteModel, parse_quant
+from specchat.core.store.store import InstalledModel, ModelStore
+from specchat.gui.models.list_model import (
     DOWNLOADING,
     FAILED,
     INSTALLED,

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from ...core.bench.compare import run_comparison
-from ...core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
-from ...core.decoding.runtime import RuntimeConfig
-from ...core.engine import Engine, LoadedModelInfo, Message
-from ...core.types import GenerationParams, Mode
-from ..errors import readable_error
+from specchat.core.bench.compare import run_comparison
+from specchat.core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
+from specchat.core.decoding.runtime import RuntimeConfig
+from specchat.core.engines.local import Engine, LoadedModelInfo, Message
+from specchat.core.types import GenerationParams, Mode
+from specchat.gui.errors import readable_error
 
 log = logging.getLogger(__name__)
 

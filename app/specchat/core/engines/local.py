@@ -1,0 +1,233 @@
+"""The engine: a target model, an optional draft model, and `generate()`.
+
+The speculation mode is chosen per call, so a front end can switch between off, draft and lookup
+between messages without reloading anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from specchat.core.decoding.chat_template import ChatTemplate, Message
+from specchat.core.decoding.config import RuntimeFacts, adjust_config
+from specchat.core.decoding.cost_model import CostModel
+from specchat.core.decoding.decoder import Decoder
+from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.ngram import NgramDrafter
+from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
+from specchat.core.engines.base import Cancel, OneReplyAtATime, cancel_check
+from specchat.core.gguf.compat import draft_size_warning, require_compatible
+from specchat.core.gguf.header import GGUFInfo, read_gguf_info
+from specchat.core.machine.backend_info import gpu_offload_supported
+from specchat.core.machine.cpu import cpu_count
+from specchat.core.types import EngineBusyError, GenerationParams, Mode, TokenEvent
+
+__all__ = [
+    "Cancel",
+    "DraftUnavailableError",
+    "Engine",
+    "EngineBusyError",
+    "LoadedModelInfo",
+    "Message",
+]
+
+
+class DraftUnavailableError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class LoadedModelInfo:
+    path: Path
+    name: str
+    quantization: str | None
+    size_bytes: int
+    n_ctx: int
+    n_gpu_layers: int
+    n_threads: int
+
+
+class Engine(OneReplyAtATime):
+    """Owns both models. One generation at a time (a second concurrent call raises
+    EngineBusyError instead of corrupting the KV caches)."""
+
+    speculation_control = "request"  # SpecChat decides, per reply
+    can_compare = True
+
+    def __init__(
+        self,
+        target_path: str | Path,
+        draft_path: str | Path | None = None,
+        *,
+        target_config: RuntimeConfig | None = None,
+        draft_config: RuntimeConfig | None = None,
+    ) -> None:
+        super().__init__()
+        self.target = ModelRuntime(target_path, _loadable(target_config))
+        self._target_notices = _notices(target_config, self.target.info)
+        self._draft_notices: tuple[str, ...] = ()
+        self.template = ChatTemplate(self.target)
+        self.draft: ModelRuntime | None = None
+        self._model_drafter: ModelDrafter | None = None
+        self._lookup = NgramDrafter()
+        self.cost = self._new_cost_model()
+        if draft_path is not None:
+            try:
+                self.load_draft(draft_path, draft_config)
+            except BaseException:
+                self.target.close()
+                raise
+
+    # -- models -----------------------------------------------------------------------------
+    def load_draft(self, path: str | Path, config: RuntimeConfig | None = None) -> None:
+        """Load (or replace) the draft model after checking that it fits the target."""
+        info = read_gguf_info(path)
+        require_compatible(self.target.info, info)
+        config = config or self.target.config
+        notices = _notices(config, info)
+        warning = draft_size_warning(self.target.info, info)
+        rt = ModelRuntime(path, _loadable(config))
+        with self._lock:
+            self._draft_notices = notices + ((warning,) if warning else ())
+            old, self.draft = self.draft, rt
+            self._model_drafter = ModelDrafter(rt)
+            self.cost = self._new_cost_model()
+        if old is not None:
+            old.close()
+
+    def unload_draft(self) -> None:
+        with self._lock:
+            old, self.draft, self._model_drafter = self.draft, None, None
+            self._draft_notices = ()
+        if old is not None:
+            old.close()
+
+    def _new_cost_model(self) -> CostModel:
+        gpu = self.target.config.n_gpu_layers != 0 and gpu_offload_supported()
+        ratio = 0.45
+        if self.draft is not None:
+            ratio = min(1.0, self.draft.size_bytes / max(self.target.size_bytes, 1))
+        return CostModel(gpu=gpu, draft_cost_ratio=ratio)
+
+    @property
+    def has_draft(self) -> bool:
+        return self.draft is not None
+
+    @property
+    def notices(self) -> tuple[str, ...]:
+        """Settings changed at load time (and why) and warnings about the pair, for the user:
+        the CLI's stats line, the window's gauge and status bar."""
+        out = list(self._target_notices)
+        for n in self._draft_notices:
+            if n not in out:
+                out.append(n if n.startswith("the draft") else f"draft: {n}")
+        return tuple(out)
+
+    def describe(self) -> dict[str, LoadedModelInfo | None]:
+        def one(rt: ModelRuntime | None) -> LoadedModelInfo | None:
+            if rt is None:
+                return None
+            return LoadedModelInfo(
+                rt.path,
+                rt.info.model_name or rt.path.stem,
+                rt.info.quantization,
+                rt.size_bytes,
+                rt.n_ctx,
+                rt.config.n_gpu_layers,
+                rt.n_threads,
+            )
+
+        return {"target": one(self.target), "draft": one(self.draft)}
+
+    def reset_caches(self) -> None:
+        """Forget every cached prefix (benchmarks and comparisons start each run cold)."""
+        with self._lock:
+            self.target.reset()
+            if self.draft is not None:
+                self.draft.reset()
+            self._lookup.clear()
+
+    def forget_lookup(self) -> None:
+        """Empty the n-gram drafter's index and what it learned from refused drafts."""
+        with self._lock:
+            self._lookup.clear()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.draft is not None:
+                self.draft.close()
+                self.draft = None
+            self.target.close()
+
+    # -- generation -------------------------------------------------------------------------
+    def prompt_tokens(self, messages: Sequence[Message]) -> list[int]:
+        return self.template.tokens(messages)
+
+    def generate(
+        self,
+        messages: Sequence[Message],
+        params: GenerationParams | None = None,
+        mode: Mode | str = Mode.OFF,
+        cancel: Cancel = None,
+    ) -> Iterator[TokenEvent]:
+        """Stream the assistant's reply to `messages`: one TokenEvent per decoding step."""
+        return self.generate_tokens(self.prompt_tokens(messages), params, mode, cancel)
+
+    def generate_tokens(
+        self,
+        prompt: Sequence[int],
+        params: GenerationParams | None = None,
+        mode: Mode | str = Mode.OFF,
+        cancel: Cancel = None,
+    ) -> Iterator[TokenEvent]:
+        params, mode = self.checked(prompt, params, mode)
+        if mode is Mode.DRAFT and self._model_drafter is None:
+            raise DraftUnavailableError("no draft model is loaded: load one or pick another mode")
+        tokens, stop = list(prompt), cancel_check(cancel)
+        return self.exclusive(lambda: self._run(tokens, params, mode, stop))
+
+    def _run(
+        self,
+        prompt: list[int],
+        params: GenerationParams,
+        mode: Mode,
+        cancel: Callable[[], bool],
+    ) -> Iterator[TokenEvent]:
+        # The shared drafters are touched only once this call owns the engine.
+        if self._model_drafter is not None:
+            self._model_drafter.reset(params.k_init, params.k_max)
+        self._lookup.reset(
+            min_match=params.lookup_min_match,
+            max_ngram=params.lookup_max_ngram,
+            k_max=params.k_max,
+        )
+        dec = Decoder(
+            self.target,
+            prompt,
+            params,
+            mode,
+            model=self._model_drafter,
+            lookup=self._lookup,
+            cost=self.cost,
+            cancel=cancel,
+        )
+        return dec.run()
+
+
+def _facts(info: GGUFInfo | None) -> RuntimeFacts:
+    train = info.context_length if info is not None else None
+    return RuntimeFacts(train, cpu_count(), gpu_offload_supported())
+
+
+def _loadable(config: RuntimeConfig | None) -> RuntimeConfig:
+    """The config to load with: absurd values refused, GPU layers and threads the machine cannot
+    honour changed (decoding/config.py). The runtime caps the context at the trained one itself."""
+    requested = (config or RuntimeConfig()).validate()
+    return adjust_config(requested, _facts(None)).config
+
+
+def _notices(config: RuntimeConfig | None, info: GGUFInfo) -> tuple[str, ...]:
+    """What was changed for this model, and why (the same rules, with its trained context)."""
+    return adjust_config(config or RuntimeConfig(), _facts(info)).notices
