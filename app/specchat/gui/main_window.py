@@ -14,10 +14,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
     QFileDialog,
-    QHBoxLayout,
-    QLineEdit,
     QMainWindow,
-    QPushButton,
     QSizePolicy,
     QSplitter,
     QToolBar,
@@ -28,18 +25,16 @@ from PySide6.QtWidgets import (
 from specchat.core.state.history import History
 from specchat.core.state.settings import Settings, load_settings, save_settings
 from specchat.core.types import GenerationStats, Mode
+from specchat.gui.chat.column import ChatColumn
 from specchat.gui.chat.conversations import ConversationList
-from specchat.gui.chat.input_box import InputBox
 from specchat.gui.chat.mode_selector import ModeSelector
 from specchat.gui.chat.session import ChatSession
-from specchat.gui.chat.view import ChatView
 from specchat.gui.menus import build_menus
 from specchat.gui.models.loader import NO_MODELS_TEXT, ModelLoader
 from specchat.gui.models.panel import ModelsPanel
 from specchat.gui.resources import app_icon, stylesheet
 from specchat.gui.stats.gauge import SpecGauge
 from specchat.gui.threads.engine import EngineController, ModelsInfo
-from specchat.gui.widgets import Banner
 
 log = logging.getLogger(__name__)
 
@@ -113,31 +108,10 @@ class MainWindow(QMainWindow):
     # -- construction -----------------------------------------------------------------------
     def _build_widgets(self) -> None:
         self.conversations = ConversationList(self.history)
-        self.chat = ChatView()
-        self.system_prompt = QLineEdit()
-        self.system_prompt.setObjectName("systemPrompt")
-        self.system_prompt.setPlaceholderText("System prompt for this conversation (optional)")
-        self.banner = Banner()
-        self.input = InputBox()
-        self.send_button = QPushButton("Send")
-        self.send_button.setObjectName("sendButton")
-        self.stop_button = QPushButton("Stop")
-        self.stop_button.setObjectName("stopButton")
-        self.stop_button.setToolTip("Stop the reply (Esc)")
-        input_row = QHBoxLayout()
-        input_row.addWidget(self.input, 1)
-        buttons = QVBoxLayout()
-        buttons.addWidget(self.send_button)
-        buttons.addWidget(self.stop_button)
-        buttons.addStretch(1)
-        input_row.addLayout(buttons)
-        center = QWidget()
-        col = QVBoxLayout(center)
-        col.setContentsMargins(6, 6, 6, 6)
-        col.addWidget(self.system_prompt)
-        col.addWidget(self.banner)
-        col.addWidget(self.chat, 1)
-        col.addLayout(input_row)
+        center = ChatColumn()
+        self.chat, self.banner, self.input = center.chat, center.banner, center.input
+        self.system_prompt = center.system_prompt
+        self.send_button, self.stop_button = center.send_button, center.stop_button
 
         self.models_panel = ModelsPanel()
         self.gauge = SpecGauge()

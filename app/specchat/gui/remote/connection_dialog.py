@@ -68,6 +68,21 @@ class ConnectionDialog(QDialog):
 
     # -- layout -----------------------------------------------------------------------------
     def _build(self) -> None:
+        body = QHBoxLayout()
+        body.addLayout(self._build_list(), 1)
+        body.addLayout(self._build_form(), 2)
+        self.keyring_label = _named(QLabel(self.store.secrets.describe()), "keyringLabel")
+        self.keyring_label.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        outer = QVBoxLayout(self)
+        outer.addLayout(body)
+        outer.addWidget(self.keyring_label)
+        outer.addWidget(buttons)
+        self.resize(760, 460)
+
+    def _build_list(self) -> QVBoxLayout:
+        """The saved servers, with Add and Remove."""
         self.list = _named(QListView(), "serverList")
         self.list.setModel(self.model)
         self.list.setMinimumWidth(180)
@@ -84,7 +99,10 @@ class ConnectionDialog(QDialog):
         row.addWidget(self.add_button)
         row.addWidget(self.remove_button)
         left.addLayout(row)
+        return left
 
+    def _build_form(self) -> QVBoxLayout:
+        """The selected server's fields, then Test / Save / Use and the status line."""
         self.name_edit = _named(QLineEdit(), "nameEdit")
         self.url_edit = _named(QLineEdit(), "urlEdit")
         self.url_edit.setPlaceholderText(PLACEHOLDER_URL)
@@ -151,19 +169,7 @@ class ConnectionDialog(QDialog):
         right.addLayout(actions)
         right.addWidget(self.status_label)
         right.addStretch(1)
-
-        body = QHBoxLayout()
-        body.addLayout(left, 1)
-        body.addLayout(right, 2)
-        self.keyring_label = _named(QLabel(self.store.secrets.describe()), "keyringLabel")
-        self.keyring_label.setWordWrap(True)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
-        buttons.rejected.connect(self.reject)
-        outer = QVBoxLayout(self)
-        outer.addLayout(body)
-        outer.addWidget(self.keyring_label)
-        outer.addWidget(buttons)
-        self.resize(760, 460)
+        return right
 
     # -- the form ---------------------------------------------------------------------------
     def _select_row(self, row: int) -> None:

@@ -9,6 +9,7 @@ draft position and the engine's note.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer
@@ -41,6 +42,26 @@ def rate_colour(rate: float) -> QColor:
     """Red (0 %) through amber to green (100 %)."""
     red, amber, green = QColor(214, 69, 65), QColor(230, 160, 40), QColor(46, 160, 67)
     return _mix(red, amber, rate * 2) if rate < 0.5 else _mix(amber, green, (rate - 0.5) * 2)
+
+
+PAD = 10.0  # margin around the gauge's parts
+
+
+@dataclass(frozen=True)
+class _Ink:
+    """Colours, the small font and the line height one paint uses."""
+
+    fg: QColor
+    dim: QColor
+    track: QColor
+    small: QFont
+    line: float
+
+
+def _faded(colour: QColor, alpha: float) -> QColor:
+    out = QColor(colour)
+    out.setAlphaF(alpha)
+    return out
 
 
 class SpecGauge(QWidget):
@@ -117,27 +138,30 @@ class SpecGauge(QWidget):
     def paintEvent(self, _event: Any) -> None:
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
-        pal = self.palette()
-        fg = pal.color(QPalette.ColorRole.WindowText)
-        dim = QColor(fg)
-        dim.setAlphaF(0.55)
-        track = QColor(fg)
-        track.setAlphaF(0.12)
+        fg = self.palette().color(QPalette.ColorRole.WindowText)
+        small = QFont(self.font())
+        small.setPointSizeF(self.font().pointSizeF() * 0.9)
+        ink = _Ink(fg, _faded(fg, 0.55), _faded(fg, 0.12), small, self.fontMetrics().height() + 3)
         f = self.figures()
-        st = self.stats
-        w = self.width()
-        pad = 10.0
+        y = self._draw_dial(p, ink, f)
+        y = self._draw_figures(p, ink, f, y)
+        y = self._draw_positions(p, ink, f.get("positions", []), y)
+        self._draw_notes(p, ink, f.get("note") or "", y)
+        p.end()
 
-        # dial: a 240° arc
-        size = min(w - 2 * pad, 170.0)
-        dial = QRectF((w - size) / 2, pad, size, size)
+    def _draw_dial(self, p: QPainter, ink: _Ink, f: dict[str, Any]) -> float:
+        """The acceptance dial (a 240° arc), its figure, label and mode; returns its bottom."""
+        st, w = self.stats, self.width()
+        size = min(w - 2 * PAD, 170.0)
+        dial = QRectF((w - size) / 2, PAD, size, size)
         pen_w = max(8.0, size / 12)
         arc = dial.adjusted(pen_w / 2, pen_w / 2, -pen_w / 2, -pen_w / 2)
-        pen = QPen(track, pen_w, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap)
+        pen = QPen(ink.track, pen_w, Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap)
         p.setPen(pen)
         p.drawArc(arc, 210 * 16, -240 * 16)
+        speculating = st is not None and st.mode != Mode.OFF.value
         rate = st.acceptance_rate if st is not None else None
-        if rate is not None and st is not None and st.mode != Mode.OFF.value:
+        if rate is not None and speculating:
             pen.setColor(rate_colour(rate))
             p.setPen(pen)
             p.drawArc(arc, 210 * 16, -round(240 * 16 * max(rate, 0.004)))
@@ -145,85 +169,74 @@ class SpecGauge(QWidget):
         big.setPointSizeF(self.font().pointSizeF() * 2.3)
         big.setBold(True)
         p.setFont(big)
-        p.setPen(fg if f["acceptance"] not in ("off", NONE) else dim)
+        p.setPen(ink.fg if f["acceptance"] not in ("off", NONE) else ink.dim)
         center = QRectF(dial.left(), dial.top() + size * 0.28, size, size * 0.32)
         p.drawText(center, Qt.AlignmentFlag.AlignCenter, f["acceptance"])
-        small = QFont(self.font())
-        small.setPointSizeF(self.font().pointSizeF() * 0.9)
-        p.setFont(small)
-        p.setPen(dim)
-        label = "acceptance"
-        if st is not None and st.mode != Mode.OFF.value:
-            label += f"  {f['accepted']}"
-        p.drawText(
-            QRectF(dial.left(), center.bottom(), size, size * 0.14),
-            Qt.AlignmentFlag.AlignCenter,
-            label,
-        )
-        p.setPen(fg)
-        p.drawText(
-            QRectF(dial.left(), dial.bottom() - size * 0.16, size, size * 0.16),
-            Qt.AlignmentFlag.AlignCenter,
-            f["mode"] or "idle",
-        )
+        p.setFont(ink.small)
+        p.setPen(ink.dim)
+        label = f"acceptance  {f['accepted']}" if speculating else "acceptance"
+        below = QRectF(dial.left(), center.bottom(), size, size * 0.14)
+        p.drawText(below, Qt.AlignmentFlag.AlignCenter, label)
+        p.setPen(ink.fg)
+        bottom = QRectF(dial.left(), dial.bottom() - size * 0.16, size, size * 0.16)
+        p.drawText(bottom, Qt.AlignmentFlag.AlignCenter, f["mode"] or "idle")
+        return dial.bottom()
 
-        # figures
-        y = dial.bottom() + 6
+    def _draw_figures(self, p: QPainter, ink: _Ink, f: dict[str, Any], y: float) -> float:
+        """Name/value rows under the dial; returns where the next part starts."""
+        y += 6
         rows = [
             ("Mean accepted length", f.get("mean_accepted_length", NONE)),
             ("Tokens/s", f.get("tokens_per_s", NONE)),
             ("Time to first token", f.get("ttft", NONE)),
         ]
-        line = self.fontMetrics().height() + 3
+        width = self.width() - 2 * PAD
         p.setFont(self.font())
         for name, value in rows:
-            p.setPen(dim)
-            p.drawText(QRectF(pad, y, w - 2 * pad, line), Qt.AlignmentFlag.AlignLeft, name)
-            p.setPen(fg)
-            p.drawText(QRectF(pad, y, w - 2 * pad, line), Qt.AlignmentFlag.AlignRight, value)
-            y += line
+            p.setPen(ink.dim)
+            p.drawText(QRectF(PAD, y, width, ink.line), Qt.AlignmentFlag.AlignLeft, name)
+            p.setPen(ink.fg)
+            p.drawText(QRectF(PAD, y, width, ink.line), Qt.AlignmentFlag.AlignRight, value)
+            y += ink.line
+        return y
 
-        # per-position acceptance
+    def _draw_positions(self, p: QPainter, ink: _Ink, positions: list[float], y: float) -> float:
+        """Acceptance per draft position as bars; returns where the next part starts."""
         y += 6
-        p.setPen(dim)
-        p.setFont(small)
-        p.drawText(
-            QRectF(pad, y, w - 2 * pad, line), Qt.AlignmentFlag.AlignLeft, "Accepted by position"
-        )
-        y += line
-        chart = QRectF(pad, y, w - 2 * pad, 56.0)
-        positions: list[float] = f.get("positions", [])
-        p.setPen(QPen(track, 1))
+        width = self.width() - 2 * PAD
+        p.setPen(ink.dim)
+        p.setFont(ink.small)
+        title = QRectF(PAD, y, width, ink.line)
+        p.drawText(title, Qt.AlignmentFlag.AlignLeft, "Accepted by position")
+        chart = QRectF(PAD, y + ink.line, width, 56.0)
+        p.setPen(QPen(ink.track, 1))
         p.drawLine(chart.bottomLeft(), chart.bottomRight())
-        if positions:
-            n = len(positions)
-            slot = chart.width() / n
-            bar_w = max(2.0, min(22.0, slot * 0.7))
-            for i, r in enumerate(positions):
-                x = chart.left() + i * slot + (slot - bar_w) / 2
-                h = max(1.0, r * (chart.height() - 2))
-                p.fillRect(QRectF(x, chart.bottom() - h, bar_w, h), rate_colour(r))
-                if n <= 16 or i % 2 == 0:
-                    p.setPen(dim)
-                    p.drawText(
-                        QRectF(x - 4, chart.bottom() + 1, bar_w + 8, line),
-                        Qt.AlignmentFlag.AlignHCenter,
-                        str(i + 1),
-                    )
-        else:
-            p.setPen(dim)
+        if not positions:
+            p.setPen(ink.dim)
             p.drawText(chart, Qt.AlignmentFlag.AlignCenter, "nothing drafted")
-        y = chart.bottom() + line + 4
+        n = len(positions)
+        slot = chart.width() / max(n, 1)
+        bar_w = max(2.0, min(22.0, slot * 0.7))
+        for i, r in enumerate(positions):
+            x = chart.left() + i * slot + (slot - bar_w) / 2
+            h = max(1.0, r * (chart.height() - 2))
+            p.fillRect(QRectF(x, chart.bottom() - h, bar_w, h), rate_colour(r))
+            if n <= 16 or i % 2 == 0:
+                p.setPen(ink.dim)
+                number = QRectF(x - 4, chart.bottom() + 1, bar_w + 8, ink.line)
+                p.drawText(number, Qt.AlignmentFlag.AlignHCenter, str(i + 1))
+        return chart.bottom() + ink.line + 4
 
-        note = f.get("note") or ""
+    def _draw_notes(self, p: QPainter, ink: _Ink, note: str, y: float) -> None:
+        """Why speculation did (not) run, then the settings the engine changed."""
         flags = int(Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap)
+        width = self.width() - 2 * PAD
         if note:
-            p.setPen(dim)
-            box = QRectF(pad, y, w - 2 * pad, max(0.0, self.height() - y))
+            p.setPen(ink.dim)
+            box = QRectF(PAD, y, width, max(0.0, self.height() - y))
             p.drawText(box, flags, note)
             y += p.boundingRect(box, flags, note).height() + 4
         if self.notices:  # settings the engine changed, warnings about the pair
             p.setPen(QColor(230, 160, 40))
             text = "\n".join(f"⚠ {n}" for n in self.notices)
-            p.drawText(QRectF(pad, y, w - 2 * pad, max(0.0, self.height() - y)), flags, text)
-        p.end()
+            p.drawText(QRectF(PAD, y, width, max(0.0, self.height() - y)), flags, text)
