@@ -31,6 +31,7 @@ from specchat.core.decoding.config import (
     PrefillCancelled,
     RuntimeConfig,
 )
+from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
 
 __all__ = [
@@ -88,6 +89,9 @@ class ModelRuntime:
         self.path = Path(path)
         self.config = (config or RuntimeConfig()).validate()
         self.info: GGUFInfo = read_gguf_info(self.path)  # raises GGUFError before llama.cpp runs
+        special = special_drafter(self.info)
+        if special is not None:  # a drafter-only file: say what it is, not what llama.cpp says
+            raise ModelLoadError(special.message)
         _init_backend()
         from llama_cpp import _internals
 
