@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 from specchat.core.fetch.catalog_fetch import fetch_default_pair
 from specchat.core.fetch.hub_download import Downloader
-from specchat.core.gguf.header import GGUFError
+from specchat.core.gguf.drafters import drafter_note
+from specchat.core.gguf.header import GGUFError, GGUFInfo
 from specchat.core.hub.client import HubClient, HubError, RemoteModel
 from specchat.core.placement.pairing import HubRef, inspect_pair, parse_model_ref, pick_model
 from specchat.core.store.catalog import load_catalog
@@ -235,6 +236,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     finally:
         line.end()
     print(model.path)
+    note = drafter_note(model.info) if model.info is not None else None
+    if note:
+        print(f"NOTE: {note}")
     return 0
 
 
@@ -249,8 +253,8 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
         return EXIT_UNKNOWN
     verdict = report.verdict
     assert verdict is not None  # a draft was given
-    print(f"target: {target}  ({verdict.target.vocab_type}, {verdict.target.vocab_size} tokens)")
-    print(f"draft:  {draft}  ({verdict.draft.vocab_type}, {verdict.draft.vocab_size} tokens)")
+    print(f"target: {target}  ({_vocabulary(verdict.target)})")
+    print(f"draft:  {draft}  ({_vocabulary(verdict.draft)})")
     if verdict.bytes_read:
         print(f"read {format_bytes(verdict.bytes_read)} of GGUF headers from the Hub")
     print(("OK: " if verdict.ok else "MISMATCH: ") + verdict.message)
@@ -259,6 +263,12 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
     if verdict.ok:
         print(f"memory: {report.plan.summary()}")
     return EXIT_FITS if verdict.ok else EXIT_MISMATCH
+
+
+def _vocabulary(info: GGUFInfo) -> str:
+    if info.vocab_type is None and not info.vocab_size:
+        return "no vocabulary of its own"
+    return f"{info.vocab_type}, {info.vocab_size} tokens"
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

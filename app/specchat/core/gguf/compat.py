@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.info import TOKEN_CONTROL, TOKEN_UNUSED, TOKEN_USER_DEFINED, GGUFInfo
 from specchat.core.units import format_bytes
 
@@ -48,6 +49,17 @@ class IncompatibleDraftError(ValueError):
 
 def _fail(check: str, message: str) -> CompatResult:
     return CompatResult(ok=False, check=check, message=message)
+
+
+def _check_kind(target: GGUFInfo, draft: GGUFInfo) -> CompatResult | None:
+    """Drafter-only files (EAGLE-3, DFlash, DSpark) are named for what they are."""
+    special = special_drafter(draft)
+    if special is not None:
+        return _fail("drafter_kind", special.message)
+    special = special_drafter(target)
+    if special is not None:
+        return _fail("target_kind", f"it cannot be the target: {special.message}")
+    return None
 
 
 def _check_vocab_type(target: GGUFInfo, draft: GGUFInfo) -> CompatResult | None:
@@ -123,10 +135,12 @@ def _ok_message(target: GGUFInfo, draft: GGUFInfo) -> str:
 def check_draft_compat(target: GGUFInfo, draft: GGUFInfo) -> CompatResult:
     """Check that `draft` can propose tokens for `target` (first failing check wins).
 
-    Order: vocab type, vocab size (within 128), token texts of ordinary tokens over the
+    Order: drafter-only files (EAGLE-3, DFlash, DSpark, which SpecChat cannot run), vocab type,
+    vocab size (within 128), token texts of ordinary tokens over the
     common id range, BOS id, EOS id, add-BOS flag (ids and flags only when both files set them).
     """
-    for check in (_check_vocab_type, _check_vocab_size, _check_token_text, _check_special):
+    checks = (_check_kind, _check_vocab_type, _check_vocab_size, _check_token_text, _check_special)
+    for check in checks:
         failed = check(target, draft)
         if failed is not None:
             return failed

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from specchat.core.gguf.info import GGUFInfo, as_int
 
-__all__ = ["SpecialDrafter", "mtp_layers", "special_drafter", "target_note"]
+__all__ = ["SpecialDrafter", "drafter_note", "mtp_layers", "special_drafter", "target_note"]
 
 # general.architecture of drafter-only files -> (what it is, llama-server's --spec-type)
 _DRAFTER_ARCHS: dict[str, tuple[str, str]] = {
@@ -70,3 +70,10 @@ def target_note(info: GGUFInfo) -> str | None:
         f"llama-server does: llama-server -m {info.name} --spec-type draft-mtp, connected as a "
         "remote engine (docs/remote.md)"
     )
+
+
+def drafter_note(info: GGUFInfo) -> str | None:
+    """What to tell someone who brings this file in: a drafter-only file or built-in MTP layers
+    (None for an ordinary model)."""
+    special = special_drafter(info)
+    return special.message if special is not None else target_note(info)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from specchat.core.gguf.compat import CompatResult, check_draft_compat, draft_size_warning
+from specchat.core.gguf.drafters import target_note
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
 from specchat.core.gguf.split_names import model_part_names
 from specchat.core.hub.client import HubClient
@@ -142,9 +143,13 @@ class PairVerdict:
 
     @property
     def warnings(self) -> tuple[str, ...]:
-        """Reasons the pair, though compatible, will not pay (a draft larger than its target)."""
-        warning = draft_size_warning(self.target, self.draft) if self.result.ok else None
-        return (warning,) if warning else ()
+        """Reasons the pair, though compatible, will not pay (a draft larger than its target),
+        and what else the target offers (built-in MTP layers, which llama-server runs)."""
+        found = [
+            draft_size_warning(self.target, self.draft) if self.result.ok else None,
+            target_note(self.target),
+        ]
+        return tuple(w for w in found if w)
 
     @property
     def message(self) -> str:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specchat.core.gguf.drafters import drafter_note
 from specchat.core.store.importing import import_model
 from specchat.core.store.store import InstalledModel, ModelStore, PartialDownload
 from specchat.gui.models.common import BAD, colored
@@ -121,8 +122,9 @@ class InstalledTab(QWidget):
         """Validate and copy a local GGUF into the store (off the GUI thread)."""
         self.status.setText(f"Importing {path.name}…")
 
-        def imported(model: object) -> None:
-            self.status.setText(f"Imported {path.name}")
+        def imported(model: InstalledModel) -> None:
+            note = drafter_note(model.info) if model.info is not None else None
+            self.status.setText(f"Imported {path.name}" + (f". {note}" if note else ""))
             self.reload()
 
         def failed(message: str) -> None:
