@@ -46,6 +46,7 @@ from specchat.core.placement.pairing import (
     suggest_drafts,
 )
 from specchat.core.store.catalog import load_catalog
+from specchat.core.store.importing import import_model
 from specchat.core.store.store import ModelStore
 
 GB = 10**9
@@ -216,7 +217,7 @@ def test_offline_mode_gives_a_clear_message(
     client: HubClient, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tiny_dir: Path
 ) -> None:
     store = ModelStore(tmp_path / "store")
-    store.import_file(tiny_dir / "target.gguf")
+    import_model(store, tiny_dir / "target.gguf")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     for call in (lambda: client.search("tiny"), lambda: client.list_models(TINY)):
         with pytest.raises(HubOffline, match="Offline mode: HF_HUB_OFFLINE is set") as e:
@@ -395,7 +396,7 @@ def test_repo_hint_for_installed_models(tmp_path: Path, tiny_dir: Path) -> None:
     catalog = load_catalog()
     store = ModelStore(tmp_path / "store")
     assert repo_hint(store.root / TARGET_FILE, catalog, store) == TARGET_REPO
-    path = store.import_file(tiny_dir / "target.gguf").path
+    path = import_model(store, tiny_dir / "target.gguf").path
     assert repo_hint(path, catalog, store) == "target"  # no metadata to go by
     store.record_verified(path, "0" * 64, f"{TINY}/x.gguf")
     assert repo_hint(path, catalog, store) == TINY
