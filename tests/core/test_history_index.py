@@ -6,9 +6,14 @@ Token sequences are made here (no model needed); expectations are the documents 
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import numpy as np
 
 from specchat.core.decoding.history_index import GRAM, HistoryIndex
+from specchat.core.engines.history_feed import feed_history
+from specchat.core.state.history import History
 
 RNG = np.random.default_rng(7)
 
@@ -96,3 +101,42 @@ def test_five_thousand_conversations_fit_in_64_mb() -> None:
     assert index.documents == 5000 and index.n_tokens == 10_000_000
     print(f"history index: {index.bytes_used / 2**20:.1f} MiB for {index.n_tokens:,} tokens")
     assert index.bytes_used <= 64 * 2**20
+
+
+def test_the_saved_conversations_feed_the_index(tmp_path: Path) -> None:
+    """Every message of every saved conversation (deleted ones left out) becomes a document."""
+    db = tmp_path / "history.sqlite3"
+    code = "def total(xs):\n    return sum(x for x in xs if x is not None)\n"
+    with History(db) as h:
+        one = h.create("code", system_prompt="You are terse.")
+        h.add_message(one, "user", "Fix this:\n" + code)
+        h.add_message(one, "assistant", code)
+        gone = h.create("deleted")
+        h.add_message(gone, "user", "never indexed: zebra quagga okapi")
+        h.delete(gone)
+
+    def tokenize(text: str) -> list[int]:  # one token per character: enough for bookkeeping
+        return [ord(c) for c in text]
+
+    index = HistoryIndex()
+    result = feed_history(index, tokenize, db)
+    assert result.conversations == 1 and not result.cancelled
+    assert index.documents == 3  # the system prompt and both messages
+    assert index.n_tokens == len("You are terse.") + len("Fix this:\n" + code) + len(code)
+    # a new conversation typing the function again drafts the rest of it from the history
+    typed = tokenize(code)
+    drafts = [index.propose(typed[:i], 8) for i in range(GRAM, len(typed))]
+    assert any(d is not None for d in drafts)
+    zebra = tokenize("never indexed: zebra quagga okapi")
+    assert all(index.propose(zebra[:i], 4) is None for i in range(GRAM, len(zebra)))
+
+
+def test_feeding_stops_when_cancelled(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite3"
+    with History(db) as h:
+        for i in range(3):
+            h.add_message(h.create(f"c{i}"), "user", f"message number {i} " * 5)
+    stop = threading.Event()
+    stop.set()
+    result = feed_history(HistoryIndex(), lambda s: [ord(c) for c in s], db, cancel=stop)
+    assert result.cancelled and result.conversations == 0

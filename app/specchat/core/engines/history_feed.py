@@ -1,0 +1,72 @@
+"""Filling the lookup drafter's history index from the saved conversations (no Qt).
+
+Every message of every saved conversation becomes one document of the index
+(`decoding/history_index.py`), tokenised with the loaded target's tokenizer. The window runs
+this on a thread of its own after a model loads (never on the GUI thread, never on the
+inference thread), with its own database connection; a cancel stops it between conversations.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from specchat.core.decoding.history_index import HistoryIndex
+from specchat.core.state.history import History
+
+__all__ = ["FeedResult", "feed_history", "history_texts"]
+
+BATCH = 100  # conversations tokenised before their tokens are handed to the index
+
+
+@dataclass(frozen=True)
+class FeedResult:
+    conversations: int
+    tokens: int
+    bytes_used: int
+    seconds: float
+    cancelled: bool
+
+    def summary(self) -> str:
+        return (
+            f"lookup history: {self.conversations:,} conversations, {self.tokens:,} tokens, "
+            f"{self.bytes_used / 2**20:.1f} MiB, built in {self.seconds:.1f} s"
+        )
+
+
+def history_texts(history: History) -> Iterator[list[str]]:
+    """Each saved conversation's texts (system prompt, then every message), newest first."""
+    for summary in history.conversations():
+        try:
+            conversation = history.conversation(summary.id)
+        except KeyError:  # deleted meanwhile
+            continue
+        yield [m["content"] for m in conversation.chat_messages() if m["content"].strip()]
+
+
+def feed_history(
+    index: HistoryIndex,
+    tokenize: Callable[[str], list[int]],
+    db_path: str | Path | None = None,
+    cancel: threading.Event | None = None,
+) -> FeedResult:
+    """Add every saved conversation to `index`. Opens (and closes) its own connection to the
+    history database, so it may run on any thread."""
+    t0 = time.perf_counter()
+    done, batch, cancelled = 0, [], False
+    with History(db_path) as history:
+        for texts in history_texts(history):
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                break
+            batch.extend(tokenize(text) for text in texts)
+            done += 1
+            if done % BATCH == 0:
+                index.add(batch)
+                batch = []
+    index.add(batch)
+    index.finish()
+    return FeedResult(done, index.n_tokens, index.bytes_used, time.perf_counter() - t0, cancelled)
