@@ -56,7 +56,8 @@ def feed_history(
     """Add every saved conversation to `index`. Opens (and closes) its own connection to the
     history database, so it may run on any thread."""
     t0 = time.perf_counter()
-    done, batch, cancelled = 0, [], False
+    done, cancelled = 0, False
+    batch: list[list[int]] = []
     with History(db_path) as history:
         for texts in history_texts(history):
             if cancel is not None and cancel.is_set():
