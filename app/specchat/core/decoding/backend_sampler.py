@@ -10,8 +10,10 @@ samples from. At T > 0 the decoder draws the token itself from those probabiliti
 in-graph draw reuses one uniform number for every decode of a chain's life, so its tokens are
 not independent of each other.
 
-The host path (raw logits, `sampling.Warp`) remains for what the chains cannot do here: the
-repeat penalty over verification rows, top-2 diagnostics, and any build whose backend refuses.
+A repeat penalty and top-2 diagnostics are corrected on the host at a few ids from what a chain
+computed (`candidates`); the raw-logits host path (`sampling.Warp`) remains for the few settings
+that cannot be done so (a penalty below 1; top-p or min-p with a penalty and no top-k) and any
+build whose backend refuses.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-ROWS_MAX = 17  # most output rows one decode may sample (a draft of up to 16 tokens + 1)
+ROWS_MAX = 65  # most output rows one decode may sample (a draft of up to 64 tokens + 1)
 DRAFT_TOP_K = 10  # the draft model's candidates (as llama.cpp's own draft sampler)
 
 GREEDY = "greedy"  # the argmax of every row
@@ -41,11 +43,12 @@ class SamplerSpec:
 
 
 class _Array:
-    """Memory at an address, seen by numpy without a ctypes array type per call."""
+    """Memory at an address, seen by numpy without a ctypes array type per call (read-only:
+    the memory is llama.cpp's)."""
 
     def __init__(self, addr: int, n: int, typestr: str) -> None:
         self.__array_interface__ = {
-            "data": (addr, False),
+            "data": (addr, True),
             "shape": (n,),
             "typestr": typestr,
             "version": 3,
@@ -112,6 +115,15 @@ class BackendSampler:
             raise RuntimeError(f"llama.cpp's sampler gave no probabilities for row {i}")
         probs = np.asarray(_Array(addr, n, "<f4"))
         return self._candidates(i), probs
+
+    def logits(self, i: int) -> npt.NDArray[np.float32]:
+        """Row i's logits as the chain left them (a DIST chain without truncation: every
+        token's logit over the temperature), read-only."""
+        n = int(self._logits_n(self._ctx, i))
+        addr = self._logits(self._ctx, i)
+        if not n or not addr:
+            raise RuntimeError(f"llama.cpp's sampler gave no logits for row {i}")
+        return np.asarray(_Array(addr, n, "<f4"))
 
     def top(self, i: int) -> tuple[list[int], list[float]]:
         """Row i's candidates and their logits as Python lists (a TOP_K chain: a few values,

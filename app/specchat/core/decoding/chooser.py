@@ -1,29 +1,40 @@
 """How the target's tokens are chosen from a decode's output: by llama.cpp inside its graph
-(backend sampling: the argmax, or a sample and its distribution) or on the host from the raw
-logits rows (`sampling.Warp`), and how a drafted run is judged against them (greedy match, or
-exact speculative acceptance with residual resampling)."""
+(backend sampling: the argmax, or a sample and its distribution), from a chain's candidates or
+distribution corrected on the host at a few ids (a repeat penalty, top-2 diagnostics: see
+`candidates`), or on the host from the raw logits rows (`sampling.Warp`), and how a drafted run
+is judged against them (greedy match, or exact speculative acceptance with residual
+resampling). Rows after the first rejected draft token are not read."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from specchat.core.decoding.backend_sampler import DIST, DRAFT_TOP_K, GREEDY, TOP_K, SamplerSpec
+from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
+from specchat.core.decoding.dist import Dist, accept_draft_token, residual_sample, sample
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import Logits, ModelRuntime
-from specchat.core.decoding.sampling import (
-    Dist,
-    Warp,
-    accept_draft_token,
-    backend_dist,
-    residual_sample,
-    sample,
-)
-from specchat.core.types import GenerationParams, Mode
+from specchat.core.decoding.sampling import Warp, backend_dist, top2
+from specchat.core.types import GenerationParams, Mode, Top2
 
 History = Callable[[Sequence[int]], list[int]]  # tokens after ctx -> the penalty's history
+
+PLAIN = "plain"  # llama.cpp's chain gives the greedy token or the whole distribution
+
+
+@dataclass(frozen=True)
+class First:
+    """What the first token is chosen from (kept for a regenerate of the same prompt): a token
+    or a distribution (copied out of llama.cpp's buffer), or the raw row (host path)."""
+
+    token: int | None = None
+    dist: Dist | None = None
+    row: Logits | None = None
+    top2: Top2 | None = None
 
 
 class Chooser:
@@ -39,15 +50,16 @@ class Chooser:
     ) -> None:
         self.t, self.p, self.warp, self.rng = target, params, warp, rng
         self._hist = history
-        self.backend = False  # llama.cpp's graph chooses the target's tokens
+        self.backend = False  # llama.cpp's graph computes what the target's tokens need
+        self.how = HOST
+        self.fix = HostFix(warp, target.sampler, target.n_vocab)
 
     def setup(self, mode: Mode, model: ModelDrafter | None) -> None:
-        """Choose tokens in llama.cpp's graph (backend sampling) unless this request needs the
-        raw logits: a repeat penalty over verification rows, or top-2 diagnostics."""
+        """Attach the chains: the plain ones, or (a repeat penalty, top-2 diagnostics) one whose
+        output the host corrects at a few ids; raw logits only where neither can serve."""
         p = self.p
-        ok = not self.warp.penalises and not p.record_top2
         if self.warp.greedy:
-            spec = SamplerSpec(GREEDY)
+            spec: SamplerSpec | None = SamplerSpec(GREEDY)
             dspec = SamplerSpec(TOP_K, top_k=DRAFT_TOP_K)
         else:
             # The chains give the distributions; every draw is made on the host from self.rng
@@ -55,56 +67,81 @@ class Chooser:
             spec = SamplerSpec(DIST, p.top_k, p.top_p, p.min_p, p.temperature)
             dk = min(DRAFT_TOP_K, p.top_k) if p.top_k > 0 else DRAFT_TOP_K
             dspec = SamplerSpec(DIST, dk, temperature=p.temperature)
-        self.backend = self.t.use_sampler(spec if ok else None)
+        how = PLAIN
+        if self.warp.penalises or p.record_top2:
+            how, spec = plan(p, self.t.n_vocab)
+            if self.warp.penalises:  # the draft's top-10 logits, penalised on the host
+                dspec = SamplerSpec(TOP_K, top_k=DRAFT_TOP_K)
+        self.backend = self.t.use_sampler(spec)
+        self.how = how if self.backend else HOST
         if model is not None:
-            drafting = ok and mode in (Mode.DRAFT, Mode.AUTO)
-            model.rt.use_sampler(dspec if drafting else None)
+            model.rt.use_sampler(dspec if mode in (Mode.DRAFT, Mode.AUTO) else None)
 
     def choose(self, rows: Logits, i: int, extra: Sequence[int] = ()) -> int:
         """The target's token for output row i (greedy choice or a sample)."""
-        if self.backend:
-            if self.warp.greedy:
-                return self.t.sampler.token(i)
-            # Not llama.cpp's own draw: its in-graph sampler reuses one uniform number for
-            # every decode of a generation, so its tokens all sit at the same quantile.
-            return sample(self.dist(rows, i, extra), self.rng)
+        how = self.how
         if self.warp.greedy:
+            if how == PLAIN:
+                return self.t.sampler.token(i)
+            if how == TOP:
+                return self.fix.greedy(i, self._hist(extra))
             return self.warp.argmax(rows[i], self._hist(extra))
-        return sample(self.warp.dist(rows[i], self._hist(extra)), self.rng)
+        # Not llama.cpp's own draw: its in-graph sampler uses one uniform number for every row
+        # of a decode, so its tokens would not be independent.
+        return sample(self.dist(rows, i, extra), self.rng)
 
     def dist(self, rows: Logits, i: int, extra: Sequence[int]) -> Dist:
         """The target's warped distribution for output row i (T > 0)."""
-        if self.backend:
+        how = self.how
+        if how == PLAIN:
             ids, probs = self.t.sampler.probs(i)
             return backend_dist(ids, probs, self.t.n_vocab, copy=False)
+        if how == TOP:
+            return self.fix.top_dist(i, self._hist(extra))
+        if how == FULL:
+            return self.fix.full_dist(i, self._hist(extra))
         return self.warp.dist(rows[i], self._hist(extra))
 
-    def first_input(self, rows: Logits) -> object:
-        """What the first token is chosen from: the greedy token, the distribution (copied out
-        of llama.cpp's buffer), or the raw logits row (host path)."""
-        if not self.backend:
-            return np.array(rows[-1], dtype=np.float32, copy=True)
+    def top2(self, rows: Logits, i: int) -> Top2:
+        """Row i's two best raw logits (diagnostics)."""
+        return self.fix.top2(i) if self.how == TOP else top2(rows[i])
+
+    def first_input(self, rows: Logits) -> First:
+        """What the first token is chosen from, kept beyond the next decode."""
+        t2 = self.top2(rows, -1) if self.p.record_top2 else None
+        if self.how == HOST:
+            return First(row=np.array(rows[-1], dtype=np.float32, copy=True), top2=t2)
         if self.warp.greedy:
-            return self.t.sampler.token(-1)
-        ids, probs = self.t.sampler.probs(-1)
-        return backend_dist(ids, probs, self.t.n_vocab, copy=True)
+            return First(token=self.choose(rows, -1), top2=t2)
+        d = self.dist(rows, -1, ())
+        if d.ids is None:
+            assert d.w is not None
+            w = d.w.astype(np.float32, copy=True)
+            if d.fix_ids is not None:
+                assert d.fix_w is not None
+                w[d.fix_ids] = d.fix_w
+            d = Dist(w=w, total=d.total, n_vocab=d.n_vocab)
+        return First(dist=d, top2=t2)
 
     def judge(self, rows: Logits, draft: Draft) -> tuple[int, int]:
         """(accepted draft tokens m, the target's own token after them)."""
         warp, tokens = self.warp, draft.tokens
         k = len(tokens)
-        if warp.greedy and (self.backend or not warp.penalises):
-            if self.backend:
-                choice = [self.t.sampler.token(i) for i in range(k + 1)]
-                m = next((i for i in range(k) if choice[i] != tokens[i]), k)
-                return m, choice[m]
-            best = rows.argmax(axis=1)  # every row at once
+        if warp.greedy and self.how == PLAIN:
+            token = self.t.sampler.token
+            for i, d in enumerate(tokens):  # stop reading at the first mismatch
+                c = token(i)
+                if c != d:
+                    return i, c
+            return k, token(k)
+        if warp.greedy and self.how == HOST and not warp.penalises:
+            best = rows[: k + 1].argmax(axis=1)  # every row at once
             miss = np.flatnonzero(best[:k] != np.asarray(tokens))
             m = int(miss[0]) if miss.size else k
             return m, int(best[m])
         for i, d in enumerate(tokens):
             if warp.greedy:
-                choice_i = warp.argmax(rows[i], self._hist(tokens[:i]))
+                choice_i = self.choose(rows, i, tokens[:i])
                 if choice_i != d:
                     return i, choice_i
                 continue

@@ -19,13 +19,14 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from specchat.core.decoding.backend_sampler import ROWS_MAX
-from specchat.core.decoding.chooser import Chooser
+from specchat.core.decoding.chooser import Chooser, First
 from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
+from specchat.core.decoding.dist import sample
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.ngram import NgramDrafter, Proposal
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
-from specchat.core.decoding.sampling import Dist, Warp, sample, top2
+from specchat.core.decoding.sampling import Warp
 from specchat.core.decoding.text_stream import TextStream
 from specchat.core.types import (
     FinishReason,
@@ -104,8 +105,11 @@ class Decoder:
             rows += self.model.rt.host_rows
         return llama, rows
 
-    def _push(self, token: int, from_draft: bool, rows: Logits, i: int) -> None:
-        """Add `token` to the reply (raises _Finished when the reply ends here)."""
+    def _push(
+        self, token: int, from_draft: bool, rows: Logits, i: int, t2: Top2 | None = None
+    ) -> None:
+        """Add `token` (chosen from output row i) to the reply (raises _Finished when the reply
+        ends here)."""
         st = self.stats
         if st.tokens >= self.p.max_tokens:
             raise _Finished(FinishReason.LENGTH)
@@ -116,7 +120,7 @@ class Decoder:
         self._ids.append(token)
         self._flags.append(from_draft)
         if self.p.record_top2:
-            self._top2.append(top2(rows[i]))
+            self._top2.append(t2 if t2 is not None else self.choose.top2(rows, i))
         st.tokens += 1
         if st.tokens == 1:
             self._t_first = time.perf_counter()
@@ -135,14 +139,16 @@ class Decoder:
         st.host_rows = rows - self._clocks0[1]
         segs = self._text.take()
         text = segs[0][0] if len(segs) == 1 else "".join(s for s, _ in segs)
+        # A step's event carries the live figures (read them, or poll them, while the reply
+        # runs); the last event carries a copy that no later request changes.
         ev = TokenEvent(
             text,
             tuple(self._ids),
             tuple(self._flags),
-            st.copy(),
+            st if reason is None else st.copy(),
             segs,
             reason,
-            tuple(self._top2),
+            tuple(self._top2) if self._top2 else (),
         )
         self._ids, self._flags, self._top2 = [], [], []
         self._produced = 0
@@ -175,9 +181,9 @@ class Decoder:
                     raise _Finished(FinishReason.CONTEXT)
                 step_start = time.perf_counter()
                 llama_start = self._clocks()[0]
-                limit = min(room - 1, self.p.max_tokens - self.stats.tokens, self.p.k_max)
-                if self.choose.backend:
-                    limit = min(limit, ROWS_MAX - 1)
+                limit = min(
+                    room - 1, self.p.max_tokens - self.stats.tokens, self.p.k_max, ROWS_MAX - 1
+                )
                 draft, kind, classes = self._draft(limit)
                 try:
                     if draft.tokens:
@@ -256,15 +262,15 @@ class Decoder:
             self.lookup.begin(self.prompt)
         self._lookup_seen = len(self.prompt)
         # The first token comes straight from the prefill: no draft work delays it.
-        if isinstance(first_input, Dist):
-            first = sample(first_input, self.rng)
-        elif isinstance(first_input, int):
-            first = first_input
+        assert isinstance(first_input, First)
+        row = first_input.row[None, :] if first_input.row is not None else self._no_rows
+        if first_input.token is not None:
+            first = first_input.token
+        elif first_input.dist is not None:
+            first = sample(first_input.dist, self.rng)
         else:
-            assert isinstance(first_input, np.ndarray)
-            first = self.choose.choose(first_input[None, :], 0)
-        row = first_input[None, :] if isinstance(first_input, np.ndarray) else self._no_rows
-        self._push(first, False, row, -1)
+            first = self.choose.choose(row, 0)
+        self._push(first, False, row, -1, first_input.top2)
 
     def _extend_drafters(self) -> None:
         """Tell the n-gram drafter about the tokens emitted since it last looked."""

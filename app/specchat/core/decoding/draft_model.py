@@ -9,9 +9,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from specchat.core.decoding.backend_sampler import TOP_K
+from specchat.core.decoding.candidates import penalised as pen_value
+from specchat.core.decoding.dist import Dist, sample
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import ModelRuntime
-from specchat.core.decoding.sampling import Dist, Warp, backend_dist, confidence, sample
+from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp
 
 
 class ModelDrafter:
@@ -78,12 +81,20 @@ class ModelDrafter:
         row = rt.decode(context[keep:], logits_for="last")
         backend = rt.sampler.active
         sampled = warp is not None and not warp.greedy
-        penalised = warp is not None and warp.penalises and backend is None
+        penalised = warp is not None and warp.penalises
         hist = list(context[-history_tail:]) if penalised else []
         tokens: list[int] = []
         qs: list[Dist] = []
         for i in range(k):
-            if backend is not None and sampled:
+            if backend is not None and backend.kind == TOP_K:
+                assert warp is not None or not sampled
+                got = self._from_top(warp, hist, p_min, rng if sampled else None)
+                if got is None:
+                    break
+                t, q = got
+                if q is not None:
+                    qs.append(q)
+            elif backend is not None and sampled:
                 assert rng is not None
                 ids, probs = rt.sampler.probs(-1)
                 q = backend_dist(ids, probs, rt.n_vocab, copy=True)
@@ -93,12 +104,6 @@ class ModelDrafter:
                 # number for every decode, which would tie the drafted tokens together
                 t = sample(q, rng)
                 qs.append(q)
-            elif backend is not None:
-                cands, logits = rt.sampler.top(-1)
-                top = max(logits)
-                t = cands[logits.index(top)]
-                if p_min > 0.0 and 1.0 / sum([math.exp(x - top) for x in logits]) < p_min:
-                    break
             elif sampled:
                 assert warp is not None and rng is not None
                 q = warp.dist(row[-1], hist, slot=i)
@@ -119,6 +124,30 @@ class ModelDrafter:
             else:
                 break
         return Draft(tokens, qs if sampled else None)
+
+    def _from_top(
+        self, warp: Warp | None, hist: list[int], p_min: float, rng: np.random.Generator | None
+    ) -> tuple[int, Dist | None] | None:
+        """The next draft token from the draft's top candidates (llama.cpp's TOP_K chain), the
+        repeat penalty applied to them on the host; None when the draft is not confident.
+        `rng`: sampled (q is the warp over the candidates), else greedy."""
+        cands, logits = self.rt.sampler.top(-1)
+        if hist and warp is not None:
+            pen, f = set(hist[-warp.last_n :]), warp.penalty
+            logits = [
+                pen_value(v, f) if c in pen else v for c, v in zip(cands, logits, strict=True)
+            ]
+        if rng is not None:
+            assert warp is not None
+            z = np.asarray(logits, dtype=np.float64)
+            q = sparse_warp(warp, np.asarray(cands, dtype=np.int64), z)
+            if q.top_prob() < p_min:
+                return None
+            return sample(q, rng), q
+        top = max(logits)
+        if p_min > 0.0 and 1.0 / sum([math.exp(x - top) for x in logits]) < p_min:
+            return None
+        return cands[logits.index(top)], None
 
     def feedback(self, drafted: int, accepted: int) -> None:
         """Adapt the draft length to the observed acceptance: aim one past the mean run."""

@@ -20,51 +20,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from specchat.core.decoding.dist import Dist, Ids
 from specchat.core.types import GenerationParams, Top2
 
 Logits = npt.NDArray[np.float32]
-Ids = npt.NDArray[np.int64]
-
-BLOCK = 1024  # dense sampling: block sums, then one block's cumulative sum
 # The greedy draft's confidence is its top token's probability renormalised over the tokens
 # within this many logits of the best (the tail beyond adds < e^-9 each); like llama.cpp's
 # draft sampler, which renormalises over its top 10.
 CONFIDENCE_WINDOW = 9.0
-
-
-class Dist:
-    """A warped next-token distribution.
-
-    Dense (`ids is None`): `w` holds unnormalised weights for every token (possibly zero-padded
-    past the vocabulary) and `total` their sum. Sparse: `ids` and normalised
-    `probs` for the few tokens a truncation kept."""
-
-    __slots__ = ("ids", "probs", "total", "w", "n_vocab")
-
-    def __init__(
-        self,
-        *,
-        w: npt.NDArray[np.float32] | None = None,
-        total: float = 1.0,
-        ids: Ids | None = None,
-        probs: npt.NDArray[np.float64] | None = None,
-        n_vocab: int = 0,
-    ) -> None:
-        self.w, self.total, self.ids, self.probs, self.n_vocab = w, total, ids, probs, n_vocab
-
-    def prob(self, token: int) -> float:
-        if self.ids is None:
-            assert self.w is not None
-            return float(self.w[token]) / self.total if 0 <= token < self.n_vocab else 0.0
-        assert self.probs is not None
-        hit = np.flatnonzero(self.ids == token)
-        return float(self.probs[hit[0]]) if hit.size else 0.0
-
-    def top_prob(self) -> float:
-        if self.ids is None:
-            return 1.0 / self.total  # the best token's weight is exp(0) = 1
-        assert self.probs is not None
-        return float(self.probs.max())
 
 
 class Warp:
@@ -217,6 +180,21 @@ def _top_k_ids(z: Logits, k: int) -> Ids:
     return cand.astype(np.int64)
 
 
+def sparse_warp(warp: Warp, ids: Ids, zs: npt.NDArray[np.float64]) -> Dist:
+    """The warp over candidate tokens `ids` with (penalised) logits `zs`: top-k, top-p, min-p,
+    then the temperature, as `Warp.dist` does for a whole row."""
+    if 0 < warp.top_k < ids.shape[0]:
+        part = np.argpartition(zs, ids.shape[0] - warp.top_k)[ids.shape[0] - warp.top_k :]
+        ids, zs = ids[part], zs[part]
+    if warp.top_p < 1.0:
+        ids, zs = _nucleus_sparse(ids, zs, warp.top_p)
+    if warp.min_p > 0.0:
+        keep = zs >= zs.max() + math.log(warp.min_p)
+        ids, zs = ids[keep], zs[keep]
+    e = np.exp((zs - zs.max()) / warp.temperature)
+    return Dist(ids=ids, probs=e / e.sum(), n_vocab=warp.n_vocab)
+
+
 def _nucleus_sparse(
     ids: Ids, zs: npt.NDArray[np.float64], top_p: float
 ) -> tuple[Ids, npt.NDArray[np.float64]]:
@@ -241,113 +219,6 @@ def backend_dist(
     keep = probs > 0.0
     p = probs[keep].astype(np.float64)
     return Dist(ids=ids[keep].astype(np.int64), probs=p / p.sum(), n_vocab=n_vocab)
-
-
-# -- drawing tokens ---------------------------------------------------------------------------
-def sample(dist: Dist, rng: np.random.Generator) -> int:
-    if dist.ids is None:
-        assert dist.w is not None
-        return _sample_weights(dist.w, rng)
-    assert dist.probs is not None
-    return int(dist.ids[_sample_small(dist.probs, rng)])
-
-
-def _sample_small(p: npt.NDArray[np.float64], rng: np.random.Generator) -> int:
-    c = np.cumsum(p)
-    i = int(np.searchsorted(c, rng.random() * c[-1], side="right"))
-    i = min(i, p.shape[0] - 1)
-    while i > 0 and p[i] <= 0.0:  # rounding at the very end: never return a zero-mass token
-        i -= 1
-    return i
-
-
-def _sample_weights(w: npt.NDArray[np.float32], rng: np.random.Generator) -> int:
-    """Draw an index with probability proportional to w: sum the blocks, pick a block, then
-    cumulate inside that block only."""
-    n = w.shape[0]
-    main = n - n % BLOCK
-    sums = w[:main].reshape(-1, BLOCK).sum(axis=1, dtype=np.float64)
-    if main < n:
-        sums = np.append(sums, w[main:].sum(dtype=np.float64))
-    c = np.cumsum(sums)
-    u = rng.random() * c[-1]
-    j = min(int(np.searchsorted(c, u, side="right")), sums.shape[0] - 1)
-    while j > 0 and sums[j] <= 0.0:
-        j -= 1
-    blk = w[j * BLOCK : (j + 1) * BLOCK]
-    i = _sample_small_at(blk.astype(np.float64), u - (c[j - 1] if j else 0.0))
-    return j * BLOCK + i
-
-
-def _sample_small_at(p: npt.NDArray[np.float64], u: float) -> int:
-    c = np.cumsum(p)
-    i = min(int(np.searchsorted(c, u, side="right")), p.shape[0] - 1)
-    while i > 0 and p[i] <= 0.0:
-        i -= 1
-    return i
-
-
-def accept_draft_token(p: Dist, q: Dist | None, drafted: int, rng: np.random.Generator) -> bool:
-    """Accept `drafted` with probability min(1, p(x) / q(x)) (q(x) = 1 for a point-mass draft)."""
-    px = p.prob(drafted)
-    qx = 1.0 if q is None else q.prob(drafted)
-    if qx <= 0.0:
-        return px > 0.0
-    return bool(rng.random() < min(1.0, px / qx))
-
-
-def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: np.random.Generator) -> int:
-    """Sample from normalise(max(0, p - q)); q=None: the draft was a point mass on `drafted`.
-    Works in p's buffer (p is not used again after a rejection)."""
-    if p.ids is None:
-        assert p.w is not None
-        w = p.w
-        if q is None:
-            w[drafted] = 0.0
-        elif q.ids is None:
-            assert q.w is not None
-            m = min(p.n_vocab, q.n_vocab)
-            np.multiply(w, q.total / p.total, out=w)  # w is now p * q.total
-            np.subtract(w[:m], q.w[:m], out=w[:m])
-            np.maximum(w, 0.0, out=w)
-        else:
-            assert q.probs is not None
-            scale = 1.0 / p.total
-            keep = q.ids[q.ids < p.n_vocab]
-            w[keep] = np.maximum(w[keep] * scale - q.probs[q.ids < p.n_vocab], 0.0) / scale
-        if float(w.sum(dtype=np.float64)) <= 0.0:
-            # p <= q everywhere, so p == q (a point-mass q cannot get here: it would have been
-            # accepted): any draw from q is a draw from p. p's buffer is spent, q's is intact.
-            assert q is not None
-            return sample(q, rng)
-        return _sample_weights(w, rng)
-    assert p.probs is not None
-    probs = p.probs.copy()
-    if q is None:
-        probs[p.ids == drafted] = 0.0
-    else:
-        probs = np.maximum(probs - _probs_at(q, p.ids), 0.0)
-    total = float(probs.sum())
-    if total <= 0.0:
-        return sample(p, rng)
-    return int(p.ids[_sample_small(probs / total, rng)])
-
-
-def _probs_at(q: Dist, ids: Ids) -> npt.NDArray[np.float64]:
-    """q's probability of each of `ids` (q dense: direct look-ups; sparse: a small join)."""
-    if q.ids is None:
-        assert q.w is not None
-        inside = ids < q.n_vocab
-        out = np.zeros(ids.shape[0], dtype=np.float64)
-        out[inside] = q.w[ids[inside]] / q.total
-        return out
-    assert q.probs is not None
-    order = np.argsort(q.ids)
-    sorted_ids = q.ids[order]
-    pos = np.searchsorted(sorted_ids, ids)
-    pos = np.minimum(pos, sorted_ids.shape[0] - 1)
-    hit = sorted_ids[pos] == ids
-    return np.where(hit, q.probs[order][pos], 0.0)
 
 
 def top2(row: Logits) -> Top2:

@@ -1,0 +1,229 @@
+"""Next-token distributions and drawing from them, exactly (speculative acceptance included).
+
+A dense distribution is a weight vector over the vocabulary (possibly llama.cpp's own buffer,
+only ever read) plus its sum and an optional sparse patch; a truncated one is a short list of
+ids and probabilities. Drawing from a dense one sums blocks of its weights, then cumulates inside
+one block: nothing is sorted over the vocabulary, nothing is written into the weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+Ids = npt.NDArray[np.int64]
+
+BLOCK = 1024  # dense sampling: block sums, then one block's cumulative sum
+
+
+class Dist:
+    """A warped next-token distribution.
+
+    Dense (`ids is None`): `w` holds unnormalised weights for every token (possibly zero-padded
+    past the vocabulary; possibly llama.cpp's own buffer, so never written to) and `total` their
+    sum. A sparse patch, `fix_ids` -> `fix_w`, replaces the weights of a few tokens (a repeat
+    penalty, a residual's removed mass) without touching `w`; `total` includes it. Sparse: `ids`
+    and normalised `probs` for the few tokens a truncation kept."""
+
+    __slots__ = ("ids", "probs", "total", "w", "n_vocab", "fix_ids", "fix_w")
+
+    def __init__(
+        self,
+        *,
+        w: npt.NDArray[np.float32] | None = None,
+        total: float = 1.0,
+        ids: Ids | None = None,
+        probs: npt.NDArray[np.float64] | None = None,
+        n_vocab: int = 0,
+        fix_ids: Ids | None = None,
+        fix_w: npt.NDArray[np.float64] | None = None,
+    ) -> None:
+        self.w, self.total, self.ids, self.probs, self.n_vocab = w, total, ids, probs, n_vocab
+        self.fix_ids, self.fix_w = fix_ids, fix_w
+
+    def weight(self, token: int) -> float:
+        """A dense distribution's unnormalised weight of `token` (its patch applied)."""
+        assert self.w is not None
+        if self.fix_ids is not None:
+            assert self.fix_w is not None
+            hit = np.flatnonzero(self.fix_ids == token)
+            if hit.size:
+                return float(self.fix_w[hit[0]])
+        return float(self.w[token]) if 0 <= token < self.n_vocab else 0.0
+
+    def weights_at(self, ids: Ids) -> npt.NDArray[np.float64]:
+        """Unnormalised weights of `ids` (in the vocabulary), the patch applied."""
+        assert self.w is not None
+        out = self.w[ids].astype(np.float64)
+        if self.fix_ids is not None:
+            assert self.fix_w is not None
+            pos = np.searchsorted(self.fix_ids, ids)
+            pos = np.minimum(pos, self.fix_ids.shape[0] - 1)
+            hit = self.fix_ids[pos] == ids
+            out[hit] = self.fix_w[pos[hit]]
+        return out
+
+    def prob(self, token: int) -> float:
+        if self.ids is None:
+            return self.weight(token) / self.total
+        assert self.probs is not None
+        hit = np.flatnonzero(self.ids == token)
+        return float(self.probs[hit[0]]) if hit.size else 0.0
+
+    def top_prob(self) -> float:
+        if self.ids is None:
+            return 1.0 / self.total  # the best token's weight is exp(0) = 1
+        assert self.probs is not None
+        return float(self.probs.max())
+
+    def patched(self, ids: Ids, w: npt.NDArray[np.float64]) -> Dist:
+        """This dense distribution with the weights of `ids` (unique, in the vocabulary)
+        replaced by `w`: a new Dist sharing `w`'s buffer."""
+        assert self.w is not None
+        total = self.total + float((w - self.weights_at(ids)).sum())
+        if self.fix_ids is not None:
+            assert self.fix_w is not None
+            keep = ~np.isin(self.fix_ids, ids)
+            ids = np.concatenate([self.fix_ids[keep], ids])
+            w = np.concatenate([self.fix_w[keep], w])
+        order = np.argsort(ids)
+        return Dist(w=self.w, total=total, n_vocab=self.n_vocab, fix_ids=ids[order], fix_w=w[order])
+
+
+# -- drawing tokens ---------------------------------------------------------------------------
+def sample(dist: Dist, rng: np.random.Generator) -> int:
+    if dist.ids is None:
+        assert dist.w is not None
+        return _sample_weights(dist, rng)
+    assert dist.probs is not None
+    return int(dist.ids[_sample_small(dist.probs, rng)])
+
+
+def _sample_small(p: npt.NDArray[np.float64], rng: np.random.Generator) -> int:
+    c = np.cumsum(p)
+    i = int(np.searchsorted(c, rng.random() * c[-1], side="right"))
+    i = min(i, p.shape[0] - 1)
+    while i > 0 and p[i] <= 0.0:  # rounding at the very end: never return a zero-mass token
+        i -= 1
+    return i
+
+
+def _sample_weights(d: Dist, rng: np.random.Generator) -> int:
+    """Draw a token of a dense distribution: sum the blocks of its weights (the patch applied
+    to its blocks' sums), pick a block, then cumulate inside that block only. Reads `d.w`,
+    never writes it."""
+    w = d.w
+    assert w is not None
+    n = w.shape[0]
+    main = n - n % BLOCK
+    sums = w[:main].reshape(-1, BLOCK).sum(axis=1, dtype=np.float64)
+    if main < n:
+        sums = np.append(sums, w[main:].sum(dtype=np.float64))
+    fix = d.fix_ids
+    if fix is not None:
+        assert d.fix_w is not None
+        np.add.at(sums, fix // BLOCK, d.fix_w - w[fix])
+        np.maximum(sums, 0.0, out=sums)
+    c = np.cumsum(sums)
+    u = rng.random() * c[-1]
+    j = min(int(np.searchsorted(c, u, side="right")), sums.shape[0] - 1)
+    while j > 0 and sums[j] <= 0.0:
+        j -= 1
+    blk = w[j * BLOCK : (j + 1) * BLOCK].astype(np.float64)
+    if fix is not None:
+        assert d.fix_w is not None
+        inside = (fix >= j * BLOCK) & (fix < (j + 1) * BLOCK)
+        blk[fix[inside] - j * BLOCK] = d.fix_w[inside]
+    i = _sample_small_at(blk, u - (c[j - 1] if j else 0.0))
+    return j * BLOCK + i
+
+
+def _sample_small_at(p: npt.NDArray[np.float64], u: float) -> int:
+    c = np.cumsum(p)
+    i = min(int(np.searchsorted(c, u, side="right")), p.shape[0] - 1)
+    while i > 0 and p[i] <= 0.0:
+        i -= 1
+    return i
+
+
+def accept_draft_token(p: Dist, q: Dist | None, drafted: int, rng: np.random.Generator) -> bool:
+    """Accept `drafted` with probability min(1, p(x) / q(x)) (q(x) = 1 for a point-mass draft)."""
+    px = p.prob(drafted)
+    qx = 1.0 if q is None else q.prob(drafted)
+    if qx <= 0.0:
+        return px > 0.0
+    return bool(rng.random() < min(1.0, px / qx))
+
+
+def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: np.random.Generator) -> int:
+    """Sample from normalise(max(0, p - q)); q=None: the draft was a point mass on `drafted`.
+    A dense p is patched where q has mass (its weights, which may be llama.cpp's, are only
+    read); a dense q over the whole vocabulary (host path) costs a copy."""
+    if p.ids is None:
+        assert p.w is not None
+        if q is None:
+            if not 0 <= drafted < p.n_vocab:
+                return sample(p, rng)
+            r = p.patched(np.array([drafted], dtype=np.int64), np.zeros(1))
+        elif q.ids is None:
+            r = _dense_residual(p, q)
+        else:
+            assert q.probs is not None
+            inside = q.ids < p.n_vocab
+            ids = q.ids[inside]
+            keep = np.maximum(p.weights_at(ids) - q.probs[inside] * p.total, 0.0)
+            r = p.patched(ids, keep)
+        if r.total <= p.total * 1e-9:
+            # p <= q everywhere, so p == q (a point-mass q cannot get here: it would have been
+            # accepted): any draw from q is a draw from p.
+            assert q is not None
+            return sample(q, rng)
+        return sample(r, rng)
+    assert p.probs is not None
+    probs = p.probs.copy()
+    if q is None:
+        probs[p.ids == drafted] = 0.0
+    else:
+        probs = np.maximum(probs - _probs_at(q, p.ids), 0.0)
+    total = float(probs.sum())
+    if total <= 0.0:
+        return sample(p, rng)
+    return int(p.ids[_sample_small(probs / total, rng)])
+
+
+def _dense_residual(p: Dist, q: Dist) -> Dist:
+    assert p.w is not None and q.w is not None
+    w = p.w.astype(np.float32, copy=True)
+    if p.fix_ids is not None:
+        assert p.fix_w is not None
+        w[p.fix_ids] = p.fix_w
+    m = min(p.n_vocab, q.n_vocab)
+    np.multiply(w, q.total / p.total, out=w)  # w is now p * q.total
+    qw = q.w[:m] if q.fix_ids is None else _patched_copy(q)[:m]
+    np.subtract(w[:m], qw, out=w[:m])
+    np.maximum(w, 0.0, out=w)
+    return Dist(w=w, total=float(w.sum(dtype=np.float64)), n_vocab=p.n_vocab)
+
+
+def _patched_copy(d: Dist) -> npt.NDArray[np.float32]:
+    assert d.w is not None and d.fix_ids is not None and d.fix_w is not None
+    w = d.w.astype(np.float32, copy=True)
+    w[d.fix_ids] = d.fix_w
+    return w
+
+
+def _probs_at(q: Dist, ids: Ids) -> npt.NDArray[np.float64]:
+    """q's probability of each of `ids` (q dense: direct look-ups; sparse: a small join)."""
+    if q.ids is None:
+        assert q.w is not None
+        inside = ids < q.n_vocab
+        out = np.zeros(ids.shape[0], dtype=np.float64)
+        out[inside] = q.weights_at(ids[inside]) / q.total
+        return out
+    assert q.probs is not None
+    order = np.argsort(q.ids)
+    sorted_ids = q.ids[order]
+    pos = np.searchsorted(sorted_ids, ids)
+    pos = np.minimum(pos, sorted_ids.shape[0] - 1)
+    hit = sorted_ids[pos] == ids
+    return np.where(hit, q.probs[order][pos], 0.0)

@@ -1,0 +1,162 @@
+"""The sparse host path: a repeat penalty and top-2 diagnostics from what llama.cpp's graph
+computed, corrected on the host at a few ids, on the real default pair.
+
+Every greedy reply is checked token by token against the raw logits of the same text, decoded
+again with no sampler attached and chosen by `Warp.argmax` (the penalty applied over the whole
+row): the reference path shares no code with the candidates' correction. Long drafts (more than
+the 17 rows one verification used to allow) go through verification, rollback and the chains.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
+from specchat.core.decoding.dist import Dist
+from specchat.core.decoding.runtime import ModelRuntime
+from specchat.core.decoding.sampling import Warp, top2
+from specchat.core.engines.local import Engine
+from specchat.core.types import GenerationParams
+
+# Code with many repeated tokens: a penalty of 1.3 changes the greedy reply within a few tokens.
+SNIPPET = """def total_price(items, tax):
+    subtotal = 0
+    for item in items:
+        subtotal += item.price * item.count
+    return subtotal + subtotal * tax
+"""
+EDIT = [
+    {
+        "role": "user",
+        "content": "Rename subtotal to net and keep everything else exactly the same. Reply "
+        "with the full code only.\n\n```python\n" + SNIPPET + "```",
+    }
+]
+LONG = "\n".join(f"    row_{i} = table.lookup('key_{i}', default=None)" for i in range(14))
+COPY = [
+    {
+        "role": "user",
+        "content": "Repeat this code exactly, nothing else:\n\n```python\ndef load(table):\n"
+        + LONG
+        + "\n```",
+    }
+]
+
+
+def raw_rows(rt: ModelRuntime, prompt: list[int], reply: list[int], chunk: int = 16) -> np.ndarray:
+    """The target's raw logits for the first reply token and every one after (teacher forced,
+    `chunk` tokens a decode), with no sampler attached; leaves the runtime without a chain and
+    its cache reset."""
+    rt.use_sampler(None)
+    rt.reset()
+    out = [np.array(rt.decode(prompt, logits_for="last"))]  # as a prefill decodes it
+    seq = reply[:-1]
+    for start in range(0, len(seq), chunk):
+        out.append(np.array(rt.decode(seq[start : start + chunk], logits_for="all")))
+    rt.reset()
+    return np.concatenate(out)[: len(reply)]
+
+
+def greedy_reference(rt: ModelRuntime, prompt: list[int], reply: list[int], params) -> list[int]:
+    warp = Warp(params, rt.n_vocab)
+    rows = raw_rows(rt, prompt, reply)
+    ctx = list(prompt)
+    out = []
+    for i, row in enumerate(rows):
+        out.append(warp.argmax(row, ctx[-params.repeat_last_n :]))
+        ctx.append(reply[i])
+    return out
+
+
+def generate(engine: Engine, messages, params: GenerationParams, mode: str):
+    events = list(engine.generate(messages, params, mode))
+    ids = [t for ev in events for t in ev.token_ids]
+    tops = [t for ev in events for t in ev.top2]
+    return ids, tops, events[-1]
+
+
+def test_plan_routes_penalty_and_top2_to_the_graph() -> None:
+    n = 151936
+    p = GenerationParams(repeat_penalty=1.1)
+    assert plan(p, n)[0] == TOP and plan(p, n)[1].top_k == 65  # type: ignore[union-attr]
+    assert plan(p.with_(temperature=1.0), n)[0] == FULL
+    assert plan(p.with_(temperature=1.0, top_k=40), n)[1].top_k == 104  # type: ignore[union-attr]
+    assert plan(GenerationParams(record_top2=True), n)[0] == TOP
+    assert plan(p.with_(repeat_penalty=0.9), n)[0] == HOST  # raises tokens: not from the top K
+    assert plan(p.with_(temperature=1.0, top_p=0.9), n)[0] == HOST
+
+
+@pytest.mark.parametrize("mode", ["off", "lookup", "draft"])
+def test_greedy_repeat_penalty_matches_the_raw_logits(engine: Engine, mode: str) -> None:
+    """T=0, repeat penalty 1.3: every token of the reply is the penalised argmax of the raw
+    row, and no logits row reached the host."""
+    params = GenerationParams(repeat_penalty=1.3, max_tokens=40)
+    prompt = engine.prompt_tokens(EDIT)
+    engine.reset_caches()
+    ids, _, end = generate(engine, EDIT, params, mode)
+    assert end.stats.host_rows == 0, "a raw logits row was read"
+    plain, _, _ = generate(engine, EDIT, params.with_(repeat_penalty=1.0), "off")
+    assert ids != plain, "the penalty changed nothing: no test of it"
+    ref = greedy_reference(engine.target, prompt, ids, params)
+    engine.reset_caches()
+    assert ids == ref
+
+
+def test_top2_from_the_candidates(engine: Engine) -> None:
+    """record_top2 at T=0: the top-2 come from llama.cpp's top-K, equal to the raw rows' (both
+    decoded one token at a time, so the arithmetic is the same)."""
+    params = GenerationParams(record_top2=True, max_tokens=24)
+    prompt = engine.prompt_tokens(EDIT)
+    engine.reset_caches()
+    ids, tops, end = generate(engine, EDIT, params, "off")
+    assert end.stats.host_rows == 0 and len(tops) == len(ids)
+    rows = raw_rows(engine.target, prompt, ids, chunk=1)
+    engine.reset_caches()
+    assert [(t.first_id, t.second_id) for t in tops] == [
+        (t.first_id, t.second_id) for t in map(top2, rows)
+    ]
+    assert [t.gap for t in tops] == pytest.approx([t.gap for t in map(top2, rows)], abs=1e-4)
+
+
+def test_full_distribution_patch_matches_the_warp(engine: Engine) -> None:
+    """T=0.8, penalty 1.3, no truncation: llama.cpp's softmax patched at the penalised ids is
+    the host warp's distribution over the whole raw row."""
+    params = GenerationParams(temperature=0.8, repeat_penalty=1.3)
+    rt = engine.target
+    prompt = engine.prompt_tokens(EDIT)
+    hist = prompt[-params.repeat_last_n :]
+    rt.use_sampler(None)
+    rt.reset()
+    row = np.array(rt.decode(prompt, logits_for="last")[0])
+    want = Warp(params, rt.n_vocab).dist(row, hist)
+    kind, spec = plan(params, rt.n_vocab)
+    assert kind == FULL and rt.use_sampler(spec)
+    rt.reset()
+    rt.decode(prompt, logits_for="last")
+    got = HostFix(Warp(params, rt.n_vocab), rt.sampler, rt.n_vocab).full_dist(-1, hist)
+    assert got.fix_ids is not None and got.fix_ids.size > 10
+    ids = np.arange(rt.n_vocab)
+    assert want.w is not None
+    p_want = want.w[ids] / want.total
+    p_got = got.weights_at(ids) / got.total
+    rt.use_sampler(None)
+    engine.reset_caches()
+    assert np.abs(p_want - p_got).sum() < 2e-3
+    assert isinstance(got, Dist)
+
+
+def test_long_lookup_draft_gives_the_plain_text(engine: Engine) -> None:
+    """A verbatim copy: lookup drafts of up to 48 tokens (more than 17 rows a verification),
+    verified, rolled back and emitted, give the plain greedy reply, on the chains and with a
+    penalty."""
+    for params in (
+        GenerationParams(k_max=48, k_init=48, max_tokens=220),
+        GenerationParams(k_max=48, k_init=48, max_tokens=220, repeat_penalty=1.05),
+    ):
+        engine.reset_caches()
+        plain, _, _ = generate(engine, COPY, params, "off")
+        fast, _, end = generate(engine, COPY, params, "lookup")
+        assert fast == plain
+        assert len(end.stats.draft_pos_proposed) > 17, "no draft longer than 17 tokens"
+        assert end.stats.draft_pos_accepted[20] > 0, "no long draft accepted"
