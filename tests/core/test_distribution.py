@@ -267,3 +267,40 @@ def test_ngram_lookup_sampling_matches_the_target(small_engine: Engine) -> None:
     naive = exact_joint(kept, 2, eog_of(t))
     engine.reset_caches()
     check("n-gram lookup, T=1.3", counts, exact, naive)
+
+
+def test_repeat_penalty_sampling_matches_the_target(small_engine: Engine) -> None:
+    """T > 0 with a repeat penalty and no truncation, on the sparse host path: llama.cpp's
+    softmax over the whole vocabulary, patched at the penalised ids, verifies lookup's drafts
+    (accept with p(d), else draw from p without d). The exact distribution is the host warp
+    over the raw rows with each position's own history (the prompt's tail and the tokens
+    before it). Power: the same target without the penalty sits outside the bound."""
+    engine = small_engine
+    n = int(400 * SCALE)
+    params = GenerationParams(
+        temperature=1.0, repeat_penalty=1.1, lookup_min_match=1, k_max=2, k_init=2
+    )
+    prompt = engine.prompt_tokens(ECHO)
+    engine.reset_caches()
+    counts, totals = draw(engine, prompt, params, "lookup", 2, n)
+    assert totals["drafted"] >= 0.3 * n, "lookup barely drafted"
+    assert totals["drafted"] - totals["accepted"] >= 0.05 * n, "too few rejections"
+    t = engine.target
+
+    warp = Warp(params, t.n_vocab)
+    plain = Rows(t, prompt, Warp(params.with_(repeat_penalty=1.0), t.n_vocab))
+    cache: dict[tuple[int, ...], dict[int, float]] = {}
+
+    def penalised(prefix: tuple[int, ...]) -> dict[int, float]:
+        if prefix not in cache:
+            plain(prefix)  # decodes the prompt once, then keeps it
+            t.truncate(len(prompt) - 1)
+            row = t.decode([prompt[-1], *prefix], logits_for="all")[-1]
+            hist = [*prompt, *prefix][-params.repeat_last_n :]
+            cache[prefix] = probs(warp.dist(row, hist))
+        return cache[prefix]
+
+    exact = exact_joint(penalised, 2, eog_of(t))
+    naive = exact_joint(plain, 2, eog_of(t))
+    engine.reset_caches()
+    check("n-gram lookup, T=1.0, repeat penalty 1.1", counts, exact, naive)
