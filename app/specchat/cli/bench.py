@@ -93,6 +93,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="also measure every mode once more at temperature T (1 repeat) for the host "
         "overhead table",
     )
+    b.add_argument(
+        "--repeat-penalty",
+        type=float,
+        default=None,
+        metavar="P",
+        help="with --host-temperature: also measure the host overhead with repeat penalty P "
+        "(at --temperature and at the host temperature), so the host table shows both",
+    )
     b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
     b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
     b.add_argument("--png", type=Path, metavar="OUT", help="draw a speedup chart (PNG) here")
@@ -148,6 +156,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     peers = parse_peers(args.peers, args.llama_cpp_bin)
     params = _params(args)
     BenchSettings(args.repeats, args.max_tokens, params).validate()  # before loading models
+    _host_params(args, params)  # the host passes' settings too
     peer_k = args.peer_k or args.k_max
     if args.png is not None:
         from specchat.cli.png_chart import check_available
@@ -201,18 +210,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 on_run=on_run,
                 pairing=args.pairing,
             )
-            host_pass = None
-            if args.host_temperature is not None:
-                host_pass = run_bench(
-                    engine,
-                    suite,
-                    modes,
-                    1,
-                    max_tokens=args.max_tokens,
-                    params=params.with_(temperature=args.host_temperature, seed=args.seed or 1),
-                    warmup=False,
-                    on_run=on_run,
-                    pairing="block",
+            host_pass = []
+            for hp in _host_params(args, params):
+                host_pass.append(
+                    run_bench(
+                        engine,
+                        suite,
+                        modes,
+                        1,
+                        max_tokens=args.max_tokens,
+                        params=hp,
+                        warmup=False,
+                        on_run=on_run,
+                        pairing="block",
+                    )
                 )
             extra = {
                 "peers": peers,
@@ -231,6 +242,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for v in variants:
                 v.close()
     return _finish_report(args, report)
+
+
+def _host_params(args: argparse.Namespace, params: GenerationParams) -> list[GenerationParams]:
+    """The extra passes of the host table: the host temperature, and with a repeat penalty
+    the main temperature and the host temperature again with it."""
+    if args.host_temperature is None:
+        return []
+    hot = params.with_(temperature=args.host_temperature, seed=args.seed or 1)
+    out = [hot]
+    if args.repeat_penalty is not None and args.repeat_penalty != 1.0:
+        pen = args.repeat_penalty
+        out += [params.with_(repeat_penalty=pen), hot.with_(repeat_penalty=pen)]
+    return [p.validate() for p in out]
 
 
 def _finish_report(args: argparse.Namespace, report: dict) -> int:

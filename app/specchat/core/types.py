@@ -159,12 +159,13 @@ _STATS_FIELDS = (
     "k_current",
     "host_rows",
 )
-_STATS_TIMES = ("ttft_s", "elapsed_s", "decode_s", "prefill_s", "llama_s")
+_STATS_TIMES = ("ttft_s", "elapsed_s", "decode_s", "prefill_s", "llama_s", "decode_llama_s")
 
 
 @dataclass
 class GenerationStats:
-    """Running figures for one reply; a copy travels with every TokenEvent. The one shape of
+    """Running figures for one reply: a step's TokenEvent carries the live object (updated as
+    the reply goes on; the window polls it), the last event a copy. The one shape of
     generation figures: the CLI, the benchmark, the history and the gauge all read this."""
 
     mode: str = Mode.OFF.value
@@ -182,6 +183,7 @@ class GenerationStats:
     decode_s: float = 0.0  # first token -> now
     prefill_s: float = 0.0
     llama_s: float = 0.0  # time inside llama_decode (target and draft model, prompt included)
+    decode_llama_s: float = 0.0  # of llama_s, the time after the first token
     host_rows: int = 0  # logits rows handed to the host path (0 when llama.cpp chose every token)
     k_current: int = 0
     note: str = ""  # why speculation did or did not run
@@ -224,6 +226,20 @@ class GenerationStats:
             return None
         return max(0.0, self.elapsed_s - self.llama_s) * 1000.0 / self.tokens
 
+    @property
+    def decode_host_ms_per_token(self) -> float | None:
+        """Host overhead in the decode phase: wall time outside llama_decode after the first
+        token, per token after the first (ms)."""
+        if self.tokens < 2 or self.decode_s <= 0:
+            return None
+        return max(0.0, self.decode_s - self.decode_llama_s) * 1000.0 / (self.tokens - 1)
+
+    @property
+    def setup_host_ms(self) -> float:
+        """Host time of the request before its first token (drafters' set-up, index building,
+        the first choice), outside llama_decode (ms)."""
+        return max(0.0, self.ttft_s - (self.llama_s - self.decode_llama_s)) * 1000.0
+
     def copy(self) -> GenerationStats:
         out = object.__new__(GenerationStats)  # once per step: cheaper than replace()
         out.__dict__.update(self.__dict__)
@@ -248,6 +264,8 @@ class GenerationStats:
         out["mean_accepted_length"] = _round(self.mean_accepted_length, 4)
         out["per_position_acceptance"] = [round(x, 4) for x in self.per_position_acceptance]
         out["host_ms_per_token"] = _round(self.host_ms_per_token, 4)
+        out["decode_host_ms_per_token"] = _round(self.decode_host_ms_per_token, 4)
+        out["setup_host_ms"] = round(self.setup_host_ms, 3)
         return out
 
     @classmethod

@@ -78,6 +78,8 @@ class RunResult:
     verify_steps: int | None = None
     verify_tokens: int | None = None  # tokens the verification passes produced
     host_ms_per_token: float | None = None  # wall time outside llama_decode, per token
+    decode_host_ms: float | None = None  # the same after the first token, per token after it
+    setup_host_ms: float | None = None  # host time before the first token, per request
     finish_reason: str | None = None
     peak_rss_bytes: int = 0
     start_rss_bytes: int = 0
@@ -205,6 +207,8 @@ class EngineVariant:
             verify_steps=st.verify_steps,
             verify_tokens=st.verify_tokens,
             host_ms_per_token=st.host_ms_per_token,
+            decode_host_ms=st.decode_host_ms_per_token,
+            setup_host_ms=st.setup_host_ms,
             finish_reason=reply.finish_reason.value if reply.finish_reason else None,
             peak_rss_bytes=rss.peak,
             start_rss_bytes=rss.start_rss,

@@ -82,6 +82,7 @@ class Decoder:
         self._t0 = 0.0
         self._t_first = 0.0
         self._clocks0: tuple[float, int] = (0.0, 0)
+        self._llama_first = 0.0  # the llama clock at the first token
         # the step being built: its tokens, their origin, their top-2 (diagnostics)
         self._ids: list[int] = []
         self._flags: list[bool] = []
@@ -125,6 +126,7 @@ class Decoder:
         if st.tokens == 1:
             self._t_first = time.perf_counter()
             st.ttft_s = self._t_first - self._t0
+            self._llama_first = self._clocks()[0]
         if self._text.push(self.t.piece(token), from_draft):
             raise _Finished(FinishReason.STOP)
 
@@ -136,6 +138,8 @@ class Decoder:
             st.decode_s = now - self._t_first
         llama, rows = self._clocks()
         st.llama_s = llama - self._clocks0[0]
+        if st.tokens:
+            st.decode_llama_s = llama - self._llama_first
         st.host_rows = rows - self._clocks0[1]
         segs = self._text.take()
         text = segs[0][0] if len(segs) == 1 else "".join(s for s, _ in segs)
