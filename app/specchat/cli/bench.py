@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from specchat.cli.common import add_engine_options, engine_from_args
@@ -11,13 +12,17 @@ from specchat.core.bench.report import build_report, models_info, to_json
 from specchat.core.bench.report_md import to_markdown
 from specchat.core.bench.runner import (
     REFERENCE,
+    BenchRun,
     BenchSettings,
+    OnRun,
     RunResult,
     Variant,
     load_suite,
     parse_modes,
     run_bench,
 )
+from specchat.core.bench.suite import Suite
+from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, Mode, params_from
 
 PEER_CHOICES = ("llama-cpp-python", "llama.cpp", "llama.cpp-ngram")
@@ -85,22 +90,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default="block",
         help="block: off, A, B, ... per prompt and repeat (default); alternate: off, A, off, B",
     )
-    b.add_argument(
-        "--host-temperature",
-        type=float,
-        default=None,
-        metavar="T",
-        help="also measure every mode once more at temperature T (1 repeat) for the host "
-        "overhead table",
-    )
-    b.add_argument(
-        "--repeat-penalty",
-        type=float,
-        default=None,
-        metavar="P",
-        help="with --host-temperature: also measure the host overhead with repeat penalty P "
-        "(at --temperature and at the host temperature), so the host table shows both",
-    )
+    _add_host_options(b)
     b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
     b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
     b.add_argument("--png", type=Path, metavar="OUT", help="draw a speedup chart (PNG) here")
@@ -210,21 +200,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 on_run=on_run,
                 pairing=args.pairing,
             )
-            host_pass = []
-            for hp in _host_params(args, params):
-                host_pass.append(
-                    run_bench(
-                        engine,
-                        suite,
-                        modes,
-                        1,
-                        max_tokens=args.max_tokens,
-                        params=hp,
-                        warmup=False,
-                        on_run=on_run,
-                        pairing="block",
-                    )
-                )
+            host_pass = _host_passes(args, params, engine, suite, modes, on_run)
             extra = {
                 "peers": peers,
                 "peer_k": peer_k if peers else None,
@@ -242,6 +218,50 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for v in variants:
                 v.close()
     return _finish_report(args, report)
+
+
+def _add_host_options(b: argparse.ArgumentParser) -> None:
+    b.add_argument(
+        "--host-temperature",
+        type=float,
+        default=None,
+        metavar="T",
+        help="also measure every mode once more at temperature T (1 repeat) for the host "
+        "overhead table",
+    )
+    b.add_argument(
+        "--repeat-penalty",
+        type=float,
+        default=None,
+        metavar="P",
+        help="with --host-temperature: also measure the host overhead with repeat penalty P "
+        "(at --temperature and at the host temperature), so the host table shows both",
+    )
+
+
+def _host_passes(
+    args: argparse.Namespace,
+    params: GenerationParams,
+    engine: Engine,
+    suite: Suite,
+    modes: Sequence[str],
+    on_run: OnRun,
+) -> list[BenchRun]:
+    """The host table's extra passes (one run of every mode each)."""
+    return [
+        run_bench(
+            engine,
+            suite,
+            modes,
+            1,
+            max_tokens=args.max_tokens,
+            params=hp,
+            warmup=False,
+            on_run=on_run,
+            pairing="block",
+        )
+        for hp in _host_params(args, params)
+    ]
 
 
 def _host_params(args: argparse.Namespace, params: GenerationParams) -> list[GenerationParams]:
