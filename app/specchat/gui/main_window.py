@@ -68,6 +68,7 @@ class MainWindow(QMainWindow):
             self.controller,
             settings=lambda: self.settings,
             update_settings=lambda **changes: self._save_settings(self.settings.with_(**changes)),
+            history_db=lambda: self.history.path,
             parent=self,
         )
         self.compare_dialog: Any = None

@@ -4,6 +4,7 @@ disabled while any is refused, and the reasons are listed under the form."""
 from __future__ import annotations
 
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QDoubleSpinBox,
@@ -69,6 +70,11 @@ class SettingsDialog(QDialog):
         self.seed.setToolTip("Empty: a new random seed each time")
         self.k_max = _int(0, 10_000, "most tokens drafted per verification step (K)")
         self.p_min = _float(0, 10, 0.05, 2, "the draft model stops drafting below this confidence")
+        self.lookup_history = QCheckBox("Lookup drafts from earlier conversations too")
+        self.lookup_history.setToolTip(
+            "Text you pasted or the model wrote in other conversations (kept on this computer) "
+            "also supplies Lookup drafts. Applies when the models load next."
+        )
         self.n_ctx = _int(0, 100_000_000, "context window in tokens (reloads the models)")
         self.target_gpu = _gpu()
         self.draft_gpu = _gpu()
@@ -84,6 +90,7 @@ class SettingsDialog(QDialog):
         spec = QFormLayout()
         spec.addRow("K (most drafted tokens)", self.k_max)
         spec.addRow("p_min (draft confidence)", self.p_min)
+        spec.addRow("", self.lookup_history)
         models = QFormLayout()
         models.addRow("Context size", self.n_ctx)
         models.addRow("GPU layers, target", self.target_gpu)
@@ -133,6 +140,7 @@ class SettingsDialog(QDialog):
         self.seed.setText("" if s.seed is None else str(s.seed))
         self.k_max.setValue(s.k_max)
         self.p_min.setValue(s.p_min)
+        self.lookup_history.setChecked(s.lookup_history)
         self.n_ctx.setValue(s.n_ctx)
         for spin, value in (
             (self.target_gpu, s.target_gpu_layers),
@@ -161,6 +169,7 @@ class SettingsDialog(QDialog):
             seed=seed,
             k_max=self.k_max.value(),
             p_min=self.p_min.value(),
+            lookup_history=self.lookup_history.isChecked(),
             n_ctx=self.n_ctx.value(),
             target_gpu_layers=_gpu_value(self.target_gpu),
             draft_gpu_layers=_gpu_value(self.draft_gpu),

@@ -15,6 +15,7 @@ from specchat.core.decoding.config import RuntimeFacts, adjust_config
 from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.history_index import HistoryIndex
 from specchat.core.decoding.ngram import NgramDrafter
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
 from specchat.core.engines.base import Cancel, OneReplyAtATime, cancel_check
@@ -72,6 +73,7 @@ class Engine(OneReplyAtATime):
         self.draft: ModelRuntime | None = None
         self._model_drafter: ModelDrafter | None = None
         self._lookup = NgramDrafter()
+        self.history = HistoryIndex()  # earlier conversations, for Lookup (filled by the caller)
         self.cost = self._new_cost_model()
         if draft_path is not None:
             try:

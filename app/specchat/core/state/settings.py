@@ -36,6 +36,7 @@ class Settings:
     mode: str = Mode.AUTO.value  # new users: the cost model picks; an explicit choice is kept
     k_max: int = 8
     p_min: float = 0.5
+    lookup_history: bool = True  # Lookup also drafts from earlier conversations (all local)
     # models
     n_ctx: int = 4096
     target_gpu_layers: GpuLayers = AUTO

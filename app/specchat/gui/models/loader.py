@@ -50,6 +50,7 @@ class ModelLoader(QObject):
         *,
         settings: Callable[[], Settings],
         update_settings: Callable[..., None],
+        history_db: Callable[[], Path | None] = lambda: None,
         parent: QObject | None = None,
     ) -> None:
         """`settings()` gives the current settings; `update_settings(**changes)` saves
@@ -58,11 +59,13 @@ class ModelLoader(QObject):
         self.engine = engine
         self._settings = settings
         self._update_settings = update_settings
+        self._history_db = history_db
         self.models = ModelsInfo()
         self.offload: OffloadDecision | None = None
         engine.loading.connect(self._on_loading)
         engine.loaded.connect(self._on_loaded)
         engine.loadFailed.connect(self._on_failed)
+        engine.historyIndexed.connect(self.status.emit)
 
     @property
     def draft_path(self) -> Path | None:
@@ -99,8 +102,9 @@ class ModelLoader(QObject):
         decision = self.decide_offload(target, draft)
         t_layers = decision.target.layers if decision is not None else None
         d_layers = decision.draft.layers if decision is not None and decision.draft else None
+        history = self._history_db() if s.lookup_history else None
         self.engine.load(
-            LoadRequest(target, draft, s.target_config(t_layers), s.draft_config(d_layers))
+            LoadRequest(target, draft, s.target_config(t_layers), s.draft_config(d_layers), history)
         )
         self.loading.emit("Loading…")
 

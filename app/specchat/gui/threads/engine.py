@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from specchat.core.bench.compare import run_comparison
 from specchat.core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
 from specchat.core.decoding.runtime import RuntimeConfig
+from specchat.core.engines.history_feed import feed_history
 from specchat.core.engines.local import Engine, LoadedModelInfo, Message
 from specchat.core.types import GenerationParams, Mode
 from specchat.gui.errors import readable_error
@@ -40,6 +41,7 @@ class LoadRequest:
     draft: Path | None
     target_config: RuntimeConfig = field(default_factory=RuntimeConfig)
     draft_config: RuntimeConfig = field(default_factory=RuntimeConfig)
+    history_db: Path | None = None  # saved conversations for Lookup's history index (None: off)
 
 
 @dataclass(frozen=True)
@@ -76,12 +78,14 @@ class EngineWorker(QObject):
     compareFinished = Signal(int, object)  # request id, CompareResult
     failed = Signal(int, str)  # request id, readable message
     trimmed = Signal(int, str)  # request id, what was left out to fit the context (context_fit)
+    historyIndexed = Signal(str)  # what the lookup history index holds, once it is built
 
     def __init__(self, engine: Engine | None = None, owns_engine: bool = True) -> None:
         super().__init__()
         self.engine = engine
         self._owns = owns_engine
         self.closing = threading.Event()  # set by the controller on shutdown
+        self._feed: tuple[threading.Thread, threading.Event] | None = None
 
     # -- models -----------------------------------------------------------------------------
     def info(self) -> ModelsInfo:
@@ -113,10 +117,13 @@ class EngineWorker(QObject):
                 self.loadFailed.emit("target", readable_error(exc, Path(req.target)))
                 self.loaded.emit(self.info())
                 return
+            self._stop_feed()  # it tokenises with the old target
             old, old_owned = self.engine, self._owns
             self.engine, self._owns = new, True
             if old is not None and old_owned:
                 old.close()
+            if req.history_db is not None:
+                self._start_feed(new, req.history_db)
         eng = self.engine
         assert eng is not None
         if req.draft is None:
@@ -134,6 +141,38 @@ class EngineWorker(QObject):
                 log.info("draft load failed", exc_info=True)
                 self.loadFailed.emit("draft", readable_error(exc, Path(req.draft)))
         self.loaded.emit(self.info())
+
+    def _start_feed(self, engine: Engine, db: Path) -> None:
+        """Fill the new engine's history index on a thread of its own (tokenising with its
+        target), so neither the window nor the first reply waits for it."""
+        stop = threading.Event()
+
+        def run() -> None:
+            try:
+                target = engine.target
+                result = feed_history(
+                    engine.history,
+                    lambda text: target.tokenize(text, add_special=False, parse_special=False),
+                    db,
+                    stop,
+                )
+            except Exception:  # the history is a bonus: a damaged database costs only drafts
+                log.info("could not index the conversation history", exc_info=True)
+                return
+            log.info(result.summary())
+            if not result.cancelled:
+                self.historyIndexed.emit(result.summary())
+
+        thread = threading.Thread(target=run, name="history-index", daemon=True)
+        self._feed = (thread, stop)
+        thread.start()
+
+    def _stop_feed(self) -> None:
+        if self._feed is not None:
+            thread, stop = self._feed
+            stop.set()
+            thread.join()
+            self._feed = None
 
     @Slot()
     def unload_draft(self) -> None:
@@ -201,6 +240,7 @@ class EngineWorker(QObject):
     @Slot()
     def shutdown(self) -> None:
         """Last request on the thread: close the models (when ours) and end the event loop."""
+        self._stop_feed()
         if self.engine is not None and self._owns:
             self.engine.close()
         self.engine = None
@@ -255,6 +295,7 @@ class EngineController(QObject):
         self.compareFinished = w.compareFinished
         self.failed = w.failed
         self.trimmed = w.trimmed
+        self.historyIndexed = w.historyIndexed
         w.finished.connect(self._request_done)
         w.compareFinished.connect(self._request_done)
         w.failed.connect(self._request_done)
