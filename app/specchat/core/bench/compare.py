@@ -1,19 +1,28 @@
 """Side-by-side comparison: the same prompt, speculation off and then on (no Qt).
 
-Both passes run one after the other with the same seed and settings, each from cold caches so
-their times to first token compare fairly. With greedy decoding the two texts should match; when
-they do not, the first differing token is reported with the target's top-2 logit gap there: a
-near-tie that batched verification (several rows per pass) rounded the other way.
+The two passes alternate in several short rounds (off, on, off, on, ...), all with the same seed
+and settings, each from cold caches so their times to first token compare fairly. Each round
+gives one speedup; `rounds.judge_rounds` makes the figure a user sees out of them: the median
+with its spread, or no figure and the reason (another process took the CPU during a run, the
+rounds disagree). The CPU use of every run is measured (`machine.busy.CpuMeter`) when the engine
+runs in this process; a server's machine is not watched.
+
+With greedy decoding the two texts should match; when they do not, the first differing token is
+reported with the target's top-2 logit gap there: a near-tie that batched verification (several
+rows per pass) rounded the other way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specchat.core.bench.rounds import Verdict, judge_rounds
 from specchat.core.engines.local import Engine, Message
+from specchat.core.machine.busy import CpuMeter, CpuUse
 from specchat.core.reply import Reply
 from specchat.core.types import GenerationParams, GenerationStats, Mode, TokenEvent
 
@@ -21,6 +30,7 @@ OnEvent = Callable[[str, TokenEvent], None]  # (pass name: "off" | "on", event)
 Cancel = threading.Event | Callable[[], bool] | None
 
 NEAR_TIE_LOGITS = 1.0  # a top-2 gap below this is a near-tie
+DEFAULT_ROUNDS = 3
 
 
 @dataclass
@@ -33,6 +43,7 @@ class PassResult:
     gaps: list[float | None] = field(default_factory=list)  # target top-2 gap per token
     stats: GenerationStats = field(default_factory=GenerationStats)
     finish_reason: str | None = None
+    cpu: CpuUse | None = None  # who used the CPU during the pass (None: not measured)
 
     @property
     def tokens_per_s(self) -> float:
@@ -43,7 +54,31 @@ class PassResult:
         out["mode"] = self.mode
         out["finish_reason"] = self.finish_reason
         out["text"] = self.text
+        out["cpu"] = None if self.cpu is None else self.cpu.as_dict()
         return out
+
+
+@dataclass(frozen=True)
+class Round:
+    """One round: speculation off, then on."""
+
+    off: PassResult
+    on: PassResult
+
+    @property
+    def speedup(self) -> float | None:
+        a, b = self.off.tokens_per_s, self.on.tokens_per_s
+        return b / a if a > 0 and b > 0 else None
+
+    def as_dict(self) -> dict[str, Any]:
+        sp = self.speedup
+        return {
+            "off_tokens_per_s": round(self.off.tokens_per_s, 3),
+            "on_tokens_per_s": round(self.on.tokens_per_s, 3),
+            "speedup": None if sp is None else round(sp, 4),
+            "off_cpu": None if self.off.cpu is None else self.off.cpu.as_dict(),
+            "on_cpu": None if self.on.cpu is None else self.on.cpu.as_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -72,27 +107,38 @@ class Divergence:
 
 @dataclass
 class CompareResult:
+    """The comparison: the first round's passes (`off`, `on`: the ones streamed, whose texts
+    are compared), every round, and the verdict on the speedup over the rounds."""
+
     off: PassResult
     on: PassResult
     params: GenerationParams
     identical: bool = False
     divergence: Divergence | None = None
     cancelled: bool = False
+    rounds: list[Round] = field(default_factory=list)  # the rounds that finished
+    verdict: Verdict | None = None
+    repeatable: bool = True  # every round produced the same two texts
 
     @property
     def speedup(self) -> float | None:
-        """Decode speed on / off (tokens per second), when both passes produced tokens."""
-        a, b = self.off.tokens_per_s, self.on.tokens_per_s
-        return b / a if a > 0 and b > 0 else None
+        """Decode speed on / off (tokens per second) of `off` and `on`, the first round alone:
+        the figure to show is `verdict` (the median over the rounds, or why there is none)."""
+        return Round(self.off, self.on).speedup
+
+    @property
+    def reliable(self) -> bool:
+        return not self.cancelled and self.verdict is not None and self.verdict.reliable
 
     def summary(self) -> str:
         if self.cancelled:
             return "comparison stopped before both passes finished"
-        sp = self.speedup
         off, on = self.off.tokens_per_s, self.on.tokens_per_s
-        parts = [f"off {off:.1f} tok/s, {self.on.mode} {on:.1f} tok/s"]
-        if sp is not None:
-            parts.append(f"speedup ×{sp:.2f}")
+        parts = [f"first round off {off:.1f} tok/s, {self.on.mode} {on:.1f} tok/s"]
+        if self.verdict is not None and self.reliable:
+            parts.append(f"speedup {self.verdict.headline()}")
+        elif self.verdict is not None:
+            parts.append(f"no speedup figure: {self.verdict.reason}")
         if self.identical:
             parts.append("texts identical")
         elif self.divergence is not None:
@@ -100,14 +146,17 @@ class CompareResult:
         return ", ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
-        sp = self.speedup
+        v = self.verdict
         return {
             "mode": self.on.mode,
             "params": self.params.to_dict(),
             "off": self.off.as_dict(),
             "on": self.on.as_dict(),
-            "speedup": None if sp is None else round(sp, 4),
+            "speedup": round(v.median, 4) if self.reliable and v and v.median else None,
+            "rounds": [r.as_dict() for r in self.rounds],
+            "verdict": None if v is None else v.as_dict(),
             "identical": self.identical,
+            "repeatable": self.repeatable,
             "divergence": None if self.divergence is None else self.divergence.as_dict(),
             "cancelled": self.cancelled,
             "summary": self.summary(),
@@ -131,11 +180,13 @@ def _run_pass(
     on_event: OnEvent | None,
     cancel: Cancel,
 ) -> PassResult:
-    engine.reset_caches()  # both passes start cold: fair time to first token
-    reply = Reply.collect(
-        engine.generate(messages, params, mode, cancel),
-        None if on_event is None else lambda ev: on_event(name, ev),
-    )
+    engine.reset_caches()  # every pass starts cold: fair time to first token
+    meter = CpuMeter() if isinstance(engine, Engine) else None  # a server's CPU is not ours
+    with meter or contextlib.nullcontext():
+        reply = Reply.collect(
+            engine.generate(messages, params, mode, cancel),
+            None if on_event is None else lambda ev: on_event(name, ev),
+        )
     return PassResult(
         mode=mode.value,
         text=reply.text,
@@ -143,6 +194,7 @@ def _run_pass(
         gaps=reply.gaps,
         stats=reply.final_stats,
         finish_reason=reply.finish_reason.value if reply.finish_reason else None,
+        cpu=None if meter is None else meter.use,
     )
 
 
@@ -211,21 +263,52 @@ def run_comparison(
     mode: Mode | str,
     on_event: OnEvent | None = None,
     cancel: Cancel = None,
+    rounds: int = DEFAULT_ROUNDS,
 ) -> CompareResult:
-    """Run `messages` with speculation off, then with `mode`; measure and compare both.
+    """Run `messages` with speculation off, then with `mode`, for `rounds` rounds; compare them.
 
-    `on_event(pass_name, event)` receives every TokenEvent of both passes ("off", then "on").
-    A cancel ends the current pass and skips the next one (`CompareResult.cancelled`).
+    `on_event(pass_name, event)` receives every TokenEvent of the first round ("off", then
+    "on"); later rounds only measure. A cancel ends the current pass and skips the rest
+    (`CompareResult.cancelled`); the rounds finished before it are kept.
     """
     mode = Mode.parse(mode)
     if mode is Mode.OFF:
         raise ValueError("compare speculation off with a speculative mode, not with off")
+    if rounds < 1:
+        raise ValueError(f"a comparison needs at least one round, not {rounds}")
     params = params.with_(record_top2=True).validate()
-    off = _run_pass(engine, "off", messages, params, Mode.OFF, on_event, cancel)
-    if _is_cancelled(cancel):
-        return CompareResult(off, PassResult(mode=mode.value), params, cancelled=True)
-    on = _run_pass(engine, "on", messages, params, mode, on_event, cancel)
-    result = CompareResult(off, on, params, cancelled=_is_cancelled(cancel))
-    result.divergence = find_divergence(engine, off, on, params)
-    result.identical = result.divergence is None and off.text == on.text
+    done: list[Round] = []
+    for i in range(rounds):
+        stream = on_event if i == 0 else None
+        off = _run_pass(engine, "off", messages, params, Mode.OFF, stream, cancel)
+        if _is_cancelled(cancel):
+            if not done:
+                return CompareResult(off, PassResult(mode=mode.value), params, cancelled=True)
+            break
+        on = _run_pass(engine, "on", messages, params, mode, stream, cancel)
+        if _is_cancelled(cancel) and done:
+            break  # a later round stopped half-way: dropped
+        done.append(Round(off, on))
+        if _is_cancelled(cancel):
+            break
+    return _result(engine, params, done, cancelled=_is_cancelled(cancel))
+
+
+def _result(
+    engine: Engine, params: GenerationParams, done: list[Round], cancelled: bool
+) -> CompareResult:
+    measured = [r for r in done if r.speedup is not None]
+    verdict = judge_rounds(
+        [r.speedup for r in measured if r.speedup is not None],
+        [[("speculation off", r.off.cpu), (r.on.mode, r.on.cpu)] for r in measured],
+        watched=isinstance(engine, Engine),
+    )
+    first = done[0]
+    result = CompareResult(first.off, first.on, params, cancelled=cancelled, rounds=done)
+    result.verdict = verdict
+    result.divergence = find_divergence(engine, first.off, first.on, params)
+    result.identical = result.divergence is None and first.off.text == first.on.text
+    result.repeatable = all(
+        r.off.text == first.off.text and r.on.text == first.on.text for r in done
+    )
     return result
