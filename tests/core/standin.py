@@ -1,7 +1,9 @@
 """A small deterministic stand-in for `ModelRuntime`, for fast tests of the decoder's
 bookkeeping (counts, rollback, text, fallbacks). It is no model: each row of "logits" strongly
-favours the token a script picks for that context. It never replaces the real-model tests of
-exactness and speed (tests/core/test_engine.py, test_distribution.py)."""
+favours the token a script picks for that context. Its record of the KV cache is the runtime's
+own `CacheBook` (truncate, recall, common prefix), so rollback tests run the real bookkeeping.
+It never replaces the real-model tests of exactness and speed (tests/core/test_engine.py,
+test_distribution.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+
+from specchat.core.decoding.config import ContextFullError
+from specchat.core.decoding.kv_cache import CacheBook
 
 EOS = 0
 # token id -> text piece (id 0 is the end-of-generation token)
@@ -46,7 +51,7 @@ class StandIn:
         self.row_fn = row
         self.n_ctx = n_ctx
         self.n_vocab = N_VOCAB
-        self.cache: list[int] = []
+        self.book = CacheBook()
         self.llama_s = 0.0
         self.host_rows = 0
         self.can_rollback = can_rollback
@@ -55,7 +60,6 @@ class StandIn:
         self.info = SimpleNamespace(model_name="stand-in")
         self.path = Path("stand-in.gguf")
         self.decoded: list[list[int]] = []  # every decode call's tokens
-        self._remembered: tuple[int, object, object] | None = None
 
     def use_sampler(self, spec: object) -> bool:
         return False
@@ -69,8 +73,6 @@ class StandIn:
 
     def decode(self, tokens: Sequence[int], *, logits_for: str = "last", cancel=None):
         if len(self.cache) + len(tokens) > self.n_ctx:
-            from specchat.core.decoding.runtime import ContextFullError
-
             raise ContextFullError("stand-in context full")
         self.decoded.append(list(tokens))
         rows = []
@@ -83,36 +85,28 @@ class StandIn:
             return np.stack(rows[-1:])
         return np.zeros((0, self.n_vocab), dtype=np.float32)
 
+    @property
+    def cache(self) -> list[int]:
+        return self.book.tokens
+
     def remember(self, n: int, key: object, value: object) -> None:
-        self._remembered = (n, key, value)
+        self.book.remember(n, key, value)
 
     def recall(self, n: int, key: object) -> object | None:
-        r = self._remembered
-        ok = r is not None and r[0] == n and r[1] == key and len(self.cache) >= n
-        return r[2] if ok and r is not None else None
+        return self.book.recall(n, key)
 
     def truncate(self, n_keep: int) -> bool:
-        if self._remembered is not None and n_keep < self._remembered[0]:
-            self._remembered = None
-        if n_keep >= len(self.cache):
-            return True
-        if not self.can_rollback or self.fail_partial_erase:
-            self.cache = []
-            return n_keep == 0
-        del self.cache[n_keep:]
-        return True
+        return self.book.truncate(n_keep, self._erase_from, lambda: None)
+
+    def _erase_from(self, n_keep: int) -> bool:
+        """The memory's answer to "erase positions >= n_keep" (llama_memory_seq_rm's)."""
+        return self.can_rollback and not self.fail_partial_erase
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
-        n = 0
-        for a, b in zip(self.cache, tokens, strict=False):
-            if a != b:
-                break
-            n += 1
-        return n
+        return self.book.common_prefix(tokens)
 
     def reset(self) -> None:
-        self.cache = []
-        self._remembered = None
+        self.book.clear()
 
     def is_eog(self, token: int) -> bool:
         return token == EOS

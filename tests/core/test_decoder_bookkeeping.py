@@ -13,6 +13,7 @@ from standin import EOS, N_VOCAB, StandIn, reply_script
 from specchat.core.decoding.cost_model import LOOKUP, CostModel
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.decoding.ngram import NgramDrafter
 from specchat.core.decoding.sampling import Warp
 from specchat.core.reply import Reply
@@ -182,3 +183,37 @@ def test_counts_add_up(mode: Mode) -> None:
     assert st.verify_tokens + (st.target_steps - st.verify_steps) + 1 == st.tokens
     assert sum(st.draft_pos_proposed) == st.drafted
     assert sum(st.draft_pos_accepted) == st.accepted
+
+
+def test_cache_book_rollback_recall_and_a_failed_erase() -> None:
+    """The bookkeeping ModelRuntime and the stand-in share: what is kept, what is forgotten,
+    and what a memory that cannot erase part of a sequence leaves."""
+    erased: list[int] = []
+    cleared: list[bool] = []
+
+    def erase(n: int) -> bool:
+        erased.append(n)
+        return True
+
+    book = CacheBook()
+    book.tokens.extend([5, 6, 7, 8, 9])
+    book.remember(3, "greedy", "first")
+    assert book.recall(3, "greedy") == "first"
+    assert book.recall(3, "sampled") is None and book.recall(4, "greedy") is None
+    assert book.common_prefix([5, 6, 7, 1]) == 3 and book.common_prefix([5, 6]) == 2
+    assert book.common_prefix([]) == 0 and book.common_prefix([5, 6, 7, 8, 9, 10]) == 5
+    assert book.truncate(5, erase, lambda: cleared.append(True)) and erased == []  # no-op
+    assert book.truncate(4, erase, lambda: cleared.append(True))
+    assert book.tokens == [5, 6, 7, 8] and erased == [4]
+    assert book.recall(3, "greedy") == "first", "a cut above n forgot the remembered value"
+    assert book.truncate(2, erase, lambda: cleared.append(True))
+    assert book.tokens == [5, 6] and book.recall(3, "greedy") is None
+    book.tokens.extend([7, 8])
+    assert book.recall(3, "greedy") is None, "a value outlived the tokens it was made from"
+    # the memory cannot erase part of the sequence: it is cleared, and so is the record
+    book.remember(1, "greedy", "x")
+    assert not book.truncate(1, lambda n: False, lambda: cleared.append(True))
+    assert book.tokens == [] and cleared == [True] and book.recall(1, "greedy") is None
+    book.tokens.extend([1, 2])
+    assert book.truncate(0, lambda n: False, lambda: cleared.append(True))  # nothing to keep
+    assert book.tokens == []

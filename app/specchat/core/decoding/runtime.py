@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,7 @@ from specchat.core.decoding.config import (
     PrefillCancelled,
     RuntimeConfig,
 )
+from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
 
@@ -93,61 +95,20 @@ class ModelRuntime:
         if special is not None:  # a drafter-only file: say what it is, not what llama.cpp says
             raise ModelLoadError(special.message)
         _init_backend()
-        from llama_cpp import _internals
-
         llama_cpp = _llama()
-        mparams = llama_cpp.llama_model_default_params()
-        mparams.n_gpu_layers = (
-            0x7FFFFFFF if self.config.n_gpu_layers < 0 else self.config.n_gpu_layers
-        )
-        try:
-            self._model = _internals.LlamaModel(
-                path_model=str(self.path), params=mparams, verbose=False
-            )
-        except ValueError as exc:
-            raise ModelLoadError(f"llama.cpp could not load {self.path.name}: {exc}") from exc
+        self._model = self._load_model(llama_cpp)
         n_train = self.info.context_length or self.config.n_ctx
         self.n_ctx = min(self.config.n_ctx, n_train) if n_train else self.config.n_ctx
-        cparams = llama_cpp.llama_context_default_params()
-        cparams.n_ctx = self.n_ctx
-        cparams.n_batch = self.config.n_batch
-        cparams.n_ubatch = self.config.n_batch
-        cparams.n_seq_max = 1
-        threads = self.config.threads()
-        cparams.n_threads = threads
-        cparams.n_threads_batch = threads
-        cparams.no_perf = True
-        cparams.n_outputs_max_per_seq = ROWS_MAX
-        try:
-            self._ctx = _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
-        except ValueError as exc:
-            self._model.close()
-            raise ModelLoadError(
-                f"llama.cpp could not create a {self.n_ctx}-token context for {self.path.name} "
-                "(not enough memory?)"
-            ) from exc
+        self.n_threads = self.config.threads()
+        self._ctx = self._new_context(llama_cpp)
         self.sampler = BackendSampler(llama_cpp, self._ctx.ctx)
         self._ctx_ptr = self._ctx.ctx
         self._llama_decode = llama_cpp.llama_decode
         self._llama_sync = llama_cpp.llama_synchronize
-        self._batch = _internals.LlamaBatch(
-            n_tokens=self.config.n_batch, embd=0, n_seq_max=1, verbose=False
-        )
-        b = self._batch_struct = self._batch.batch
-        nb = self.config.n_batch
-        # numpy views of the batch arrays: one vector store per decode instead of a ctypes
-        # assignment per token and field. Every slot belongs to sequence 0, set once here.
-        self._b_token = np.ctypeslib.as_array(b.token, shape=(nb,))
-        self._b_pos = np.ctypeslib.as_array(b.pos, shape=(nb,))
-        self._b_logits = np.ctypeslib.as_array(b.logits, shape=(nb,))
-        np.ctypeslib.as_array(b.n_seq_id, shape=(nb,))[:] = 1
-        for i in range(nb):
-            b.seq_id[i][0] = 0
-        self._positions = np.arange(nb, dtype=self._b_pos.dtype)
+        self._setup_batch()
         self._vocab = self._model.vocab
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
-        self.cache: list[int] = []  # tokens whose K/V are in the cache, positions 0..len-1
-        self._remembered: tuple[int, object, object] | None = None
+        self.book = CacheBook()  # which tokens the KV cache holds; what it remembers of them
         self._piece_buf = ctypes.create_string_buffer(256)
         self._pieces: dict[int, bytes] = {}
         self._eog = frozenset(
@@ -161,7 +122,6 @@ class ModelRuntime:
         # position: no rollback, so no speculation (the decoder checks this).
         self.can_rollback = not self.recurrent
         self.size_bytes = self.path.stat().st_size
-        self.n_threads = threads
         # llama_get_logits returning a plain address, for a cache of numpy views of the buffer
         self._get_logits = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(
             ("llama_get_logits", llama_cpp.llama_cpp._lib)
@@ -170,6 +130,54 @@ class ModelRuntime:
         self._no_rows = np.zeros((0, self.n_vocab), dtype=np.float32)
         self.llama_s = 0.0  # time inside llama_decode (and waiting for it to finish)
         self.host_rows = 0  # logits rows handed to the host
+
+    def _load_model(self, llama_cpp: Any) -> Any:
+        from llama_cpp import _internals
+
+        mparams = llama_cpp.llama_model_default_params()
+        n_gpu = self.config.n_gpu_layers
+        mparams.n_gpu_layers = 0x7FFFFFFF if n_gpu < 0 else n_gpu
+        try:
+            return _internals.LlamaModel(path_model=str(self.path), params=mparams, verbose=False)
+        except ValueError as exc:
+            raise ModelLoadError(f"llama.cpp could not load {self.path.name}: {exc}") from exc
+
+    def _new_context(self, llama_cpp: Any) -> Any:
+        from llama_cpp import _internals
+
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = self.n_ctx
+        cparams.n_batch = self.config.n_batch
+        cparams.n_ubatch = self.config.n_batch
+        cparams.n_seq_max = 1
+        cparams.n_threads = self.n_threads
+        cparams.n_threads_batch = self.n_threads
+        cparams.no_perf = True
+        cparams.n_outputs_max_per_seq = ROWS_MAX
+        try:
+            return _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
+        except ValueError as exc:
+            self._model.close()
+            raise ModelLoadError(
+                f"llama.cpp could not create a {self.n_ctx}-token context for {self.path.name} "
+                "(not enough memory?)"
+            ) from exc
+
+    def _setup_batch(self) -> None:
+        from llama_cpp import _internals
+
+        nb = self.config.n_batch
+        self._batch = _internals.LlamaBatch(n_tokens=nb, embd=0, n_seq_max=1, verbose=False)
+        b = self._batch_struct = self._batch.batch
+        # numpy views of the batch arrays: one vector store per decode instead of a ctypes
+        # assignment per token and field. Every slot belongs to sequence 0, set once here.
+        self._b_token = np.ctypeslib.as_array(b.token, shape=(nb,))
+        self._b_pos = np.ctypeslib.as_array(b.pos, shape=(nb,))
+        self._b_logits = np.ctypeslib.as_array(b.logits, shape=(nb,))
+        np.ctypeslib.as_array(b.n_seq_id, shape=(nb,))[:] = 1
+        for i in range(nb):
+            b.seq_id[i][0] = 0
+        self._positions = np.arange(nb, dtype=self._b_pos.dtype)
 
     # -- vocabulary -------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
@@ -225,19 +233,21 @@ class ModelRuntime:
     def eos_id(self) -> int:
         return int(_llama().llama_vocab_eos(self._vocab))
 
-    # -- KV cache ---------------------------------------------------------------------------
+    # -- KV cache (the record is a CacheBook: tests run the same code on a stand-in) --------
+    @property
+    def cache(self) -> list[int]:
+        """The tokens whose K/V are in the cache, positions 0..len-1 (read it, never assign)."""
+        return self.book.tokens
+
     def remember(self, n: int, key: object, value: object) -> None:
         """Keep what the decoder needs to answer the first n cached tokens again (the end of a
         prompt) without decoding: a regenerate of the same prompt then costs no decode at all.
         `key` says how it was computed (the sampler); it is forgotten once the cache is cut
         below n."""
-        self._remembered = (n, key, value)
+        self.book.remember(n, key, value)
 
     def recall(self, n: int, key: object) -> object | None:
-        r = self._remembered
-        if r is not None and r[0] == n and r[1] == key and len(self.cache) >= n:
-            return r[2]
-        return None
+        return self.book.recall(n, key)
 
     def truncate(self, n_keep: int) -> bool:
         """Drop cache entries at positions >= n_keep (rollback after a rejected draft).
@@ -245,33 +255,22 @@ class ModelRuntime:
         Returns False when llama.cpp could not erase part of the sequence (recurrent or hybrid
         memory): the cache is then cleared and `cache` is empty, so the caller must decode what
         it wants to keep again."""
-        if self._remembered is not None and n_keep < self._remembered[0]:
-            self._remembered = None
-        if n_keep >= len(self.cache):
-            return True
+        return self.book.truncate(n_keep, self._erase_from, self._clear_memory)
+
+    def _erase_from(self, n_keep: int) -> bool:
         mem = self._ctx.memory
-        if not self.can_rollback or not _llama().llama_memory_seq_rm(mem, 0, n_keep, -1):
-            _llama().llama_memory_clear(mem, True)
-            self.cache = []
-            self._remembered = None
-            return n_keep == 0
-        del self.cache[n_keep:]
-        return True
+        return self.can_rollback and bool(_llama().llama_memory_seq_rm(mem, 0, n_keep, -1))
+
+    def _clear_memory(self) -> None:
+        _llama().llama_memory_clear(self._ctx.memory, True)
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
         """Length of the prefix `tokens` shares with the cache (once per request, not per step)."""
-        n = min(len(self.cache), len(tokens))
-        if n == 0:
-            return 0
-        a = np.asarray(self.cache[:n], dtype=np.int64)
-        b = np.asarray(tokens[:n], dtype=np.int64)
-        diff = np.flatnonzero(a != b)
-        return int(diff[0]) if diff.size else n
+        return self.book.common_prefix(tokens)
 
     def reset(self) -> None:
-        _llama().llama_memory_clear(self._ctx.memory, True)
-        self.cache = []
-        self._remembered = None
+        self._clear_memory()
+        self.book.clear()
 
     # -- decoding ---------------------------------------------------------------------------
     def decode(
