@@ -1,0 +1,170 @@
+"""Speculative acceptance, exactly: `accept_draft_token` and `residual_sample` on hand-made
+target (p) and draft (q) distributions, dense and sparse in all four combinations, a draft
+token q gives no mass, and a point-mass draft (q = None, as n-gram lookup proposes).
+
+No statistics: the uniform draw the functions take from their generator is fixed by the test.
+A draft token is accepted exactly when u < min(1, p(x) / q(x)), so u just below and just above
+that number, worked out here with fractions, pins the acceptance probability; the residual
+max(0, p - q), normalised, is drawn by inverse CDF in token order, so u at the middle of each
+token's interval and either side of each boundary pins the residual distribution. The
+probabilities are dyadic, so the float arithmetic is exact and the fractions are the truth."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+
+from specchat.core.decoding.dist import Dist, accept_draft_token, residual_sample
+
+EPS = 1e-9
+
+# p = (1/4, 1/8, 1/16, 1/16, 0, 1/2), q = (1/8, 1/8, 1/8, 1/8, 1/4, 1/4) over 6 tokens
+P = [F(1, 4), F(1, 8), F(1, 16), F(1, 16), F(0), F(1, 2)]
+Q = [F(1, 8), F(1, 8), F(1, 8), F(1, 8), F(1, 4), F(1, 4)]
+
+
+class FixedDraws:
+    """Stands in for numpy's Generator where only `random()` is used: hands out the given
+    uniform numbers in order and fails if asked for more."""
+
+    def __init__(self, us: Iterable[float]) -> None:
+        self.us = list(us)
+
+    def random(self) -> float:
+        assert self.us, "drew more uniform numbers than the test planned"
+        return self.us.pop(0)
+
+
+def dense(probs: Sequence[F], scale: int = 16) -> Dist:
+    """Unnormalised float32 weights (probs * scale) and their sum, as the host path has them."""
+    w = np.array([float(p * scale) for p in probs], dtype=np.float32)
+    return Dist(w=w, total=float(w.sum(dtype=np.float64)), n_vocab=len(probs))
+
+
+def sparse(probs: Sequence[F]) -> Dist:
+    """The tokens with mass, as a truncation (top-k, top-p) keeps them; ids out of order."""
+    ids = [i for i, p in enumerate(probs) if p > 0][::-1]
+    return Dist(
+        ids=np.array(ids, dtype=np.int64),
+        probs=np.array([float(probs[i]) for i in ids], dtype=np.float64),
+    )
+
+
+KINDS = {"dense": dense, "sparse": sparse}
+PAIRS = [(a, b) for a in KINDS for b in KINDS]
+
+
+def accepts(p: Dist, q: Dist | None, x: int, u: float) -> bool:
+    draws = FixedDraws([u])
+    return accept_draft_token(p, q, x, draws)  # type: ignore[arg-type]
+
+
+def acceptance_threshold(p: Sequence[F], q: Sequence[F] | None, x: int) -> F:
+    qx = F(1) if q is None else q[x]
+    return min(F(1), p[x] / qx)
+
+
+def residual(p: Sequence[F], q: Sequence[F] | None, x: int) -> list[F]:
+    """normalise(max(0, p - q)); q None: the point mass on x."""
+    qq = [F(int(i == x)) for i in range(len(p))] if q is None else q
+    r = [max(F(0), a - b) for a, b in zip(p, qq, strict=True)]
+    total = sum(r, F(0))
+    return [v / total for v in r]
+
+
+def draw_residual(p: Dist, q: Dist | None, x: int, u: float) -> int:
+    return residual_sample(p, q, x, FixedDraws([u]))  # type: ignore[arg-type]
+
+
+def assert_residual(p: Dist, q: Dist | None, x: int, want: Sequence[F], order: Sequence[int]):
+    """Inverse-CDF probes: the middle of each token's interval gives that token, a hair
+    either side of each inner boundary gives the tokens on either side; a zero-mass token is
+    never drawn."""
+    edges = [F(0)]
+    for t in order:
+        edges.append(edges[-1] + want[t])
+    assert edges[-1] == 1
+    for t, lo, hi in zip(order, edges, edges[1:], strict=False):
+        if want[t] == 0:
+            continue
+        assert draw_residual(p, q, x, float((lo + hi) / 2)) == t, (t, lo, hi)
+        if lo > 0:
+            assert draw_residual(p, q, x, float(lo) + EPS) == t
+        if hi < 1:
+            assert draw_residual(p, q, x, float(hi) - EPS) == t
+    for u in (0.0, 0.3, 0.6, 1.0 - EPS):
+        assert want[draw_residual(p, q, x, u)] > 0, u
+
+
+@pytest.mark.parametrize(("pk", "qk"), PAIRS)
+def test_acceptance_probability_is_min_1_p_over_q(pk: str, qk: str) -> None:
+    p, q = KINDS[pk](P), KINDS[qk](Q)
+    # x = 0: p/q = 2 (always accepted); 1: 1; 2 and 3: 1/2; 4: p = 0 (never); 5: 2
+    for x in range(6):
+        a = acceptance_threshold(P, Q, x)
+        assert a == [1, 1, F(1, 2), F(1, 2), 0, 1][x]
+        if a > 0:
+            assert accepts(p, q, x, float(a) - EPS), (x, a)
+        assert accepts(p, q, x, 0.0) == (a > 0)
+        if a < 1:
+            assert not accepts(p, q, x, float(a) + EPS), (x, a)
+        assert accepts(p, q, x, 1.0 - EPS) == (a == 1)
+
+
+@pytest.mark.parametrize("pk", list(KINDS))
+def test_a_draft_token_q_gives_no_mass(pk: str) -> None:
+    """q(x) = 0 (a drafter proposing what its own distribution excludes): p(x) > 0 accepts it
+    outright, p(x) = 0 rejects it; no uniform number is drawn either way."""
+    q = [F(1, 2), F(1, 2), F(0), F(0), F(0), F(0)]
+    for qk in KINDS:
+        p_dist, q_dist = KINDS[pk](P), KINDS[qk](q)
+        assert accept_draft_token(p_dist, q_dist, 3, FixedDraws([]))  # type: ignore[arg-type]
+        assert not accept_draft_token(p_dist, q_dist, 4, FixedDraws([]))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("pk", list(KINDS))
+def test_point_mass_draft_is_accepted_with_probability_p_of_x(pk: str) -> None:
+    p = KINDS[pk](P)
+    for x, px in ((0, F(1, 4)), (2, F(1, 16)), (5, F(1, 2))):
+        assert accepts(p, None, x, float(px) - EPS)
+        assert not accepts(p, None, x, float(px) + EPS)
+    assert not accepts(p, None, 4, 0.0)  # p(x) = 0
+
+
+@pytest.mark.parametrize(("pk", "qk"), PAIRS)
+def test_residual_is_normalised_max_of_p_minus_q(pk: str, qk: str) -> None:
+    want = residual(P, Q, 2)
+    assert want == [F(1, 3), 0, 0, 0, 0, F(2, 3)]
+    order = list(range(6)) if pk == "dense" else [5, 3, 2, 1, 0]  # sparse p: its ids' order
+    assert_residual(KINDS[pk](P), KINDS[qk](Q), 2, want, order)
+
+
+@pytest.mark.parametrize("pk", list(KINDS))
+def test_residual_after_a_rejected_point_mass_draft(pk: str) -> None:
+    want = residual(P, None, 5)  # p without token 5: (1/4, 1/8, 1/16, 1/16, 0) / (1/2)
+    assert want == [F(1, 2), F(1, 4), F(1, 8), F(1, 8), 0, 0]
+    order = list(range(6)) if pk == "dense" else [5, 3, 2, 1, 0]
+    assert_residual(KINDS[pk](P), None, 5, want, order)
+
+
+@pytest.mark.parametrize(("pk", "qk"), PAIRS)
+def test_residual_when_q_misses_tokens_p_has(pk: str, qk: str) -> None:
+    """q with no mass on tokens 1 and 5: the residual keeps all of p there."""
+    q = [F(1, 2), F(0), F(1, 4), F(1, 4), F(0), F(0)]
+    want = residual(P, q, 2)
+    assert want == [0, F(1, 5), 0, 0, 0, F(4, 5)]
+    order = list(range(6)) if pk == "dense" else [5, 3, 2, 1, 0]
+    assert_residual(KINDS[pk](P), KINDS[qk](q), 2, want, order)
+
+
+def test_residual_of_equal_distributions_is_a_draw_from_either() -> None:
+    """p == q leaves no residual mass (a rejection cannot happen then, but rounding may ask):
+    the draw then follows p itself rather than failing."""
+    for pk in KINDS:
+        p = KINDS[pk](P)
+        q = KINDS[pk](P)
+        got = {draw_residual(p, q, 0, u) for u in (0.1, 0.3, 0.45, 0.9)}
+        assert got <= {0, 1, 2, 3, 5} and 5 in got
