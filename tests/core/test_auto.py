@@ -32,17 +32,6 @@ def teach(cm: CostModel, drafter: str, cls: str, alpha: float, steps: int = 400)
         cm.observe_accept(drafter, [cls] * k, k, accepted)
 
 
-def brute_force(cm: CostModel, drafter: str, bucket: str, max_k: int) -> tuple[int, float]:
-    a = cm.acceptance(drafter, bucket)
-    t_plain = cm.target_cost(1)
-    rates = {
-        k: expected_tokens(a, k) * t_plain / (cm.draft_cost(drafter, k) + cm.target_cost(k + 1))
-        for k in range(1, max_k + 1)
-    }
-    k = max(rates, key=lambda x: rates[x])
-    return k, rates[k]
-
-
 def test_expected_tokens() -> None:
     assert expected_tokens(0.0, 4) == 1.0
     assert expected_tokens(1.0, 4) == 5.0
@@ -51,21 +40,36 @@ def test_expected_tokens() -> None:
 
 
 def test_target_cost_fits_the_measured_batches() -> None:
-    # The CPU numbers measured here: 1 token 36 ms, 2: 54, 4: 68, 8: 125.
+    # Batches on the line t(n) = 36 ms * (1 + 0.25 (n - 1)): the fit finds beta = 0.25 (the
+    # prior it starts from has decayed to ~1 % after 90 batches), so 8 tokens cost 99 ms.
+    cm = measured(0.036, {2: 0.045, 4: 0.063, 8: 0.099})
+    assert cm.beta == pytest.approx(0.25, rel=2e-3)
+    assert cm.target_cost(8) == pytest.approx(0.099, rel=2e-3)
+    # The CPU numbers measured here: 1 token 36 ms, 2: 54, 4: 68, 8: 125. The slope through
+    # (0, 0) of (t(n)/t1 - 1) against n - 1: (0.5*1 + 0.8889*3 + 2.4722*7) / (1 + 9 + 49)
+    # = 20.472 / 59 = 0.3470, so 8 tokens are priced 36 ms * (1 + 7 * 0.3470) = 123.4 ms.
     cm = measured(0.036, {2: 0.054, 4: 0.068, 8: 0.125})
-    assert cm.target_cost(1) == pytest.approx(0.036, rel=0.02)
-    assert 0.09 < cm.target_cost(8) / 0.125 * 0.125 < 0.16
-    assert 0.2 < cm.beta < 0.5
+    assert cm.target_cost(1) == pytest.approx(0.036, rel=1e-6)
+    assert cm.beta == pytest.approx(0.3470, rel=2e-3)
+    assert cm.target_cost(8) == pytest.approx(0.1234, rel=2e-3)
 
 
 def test_choice_is_the_arithmetic_optimum() -> None:
-    cm = measured(0.036, {2: 0.054, 4: 0.068, 8: 0.125})
-    teach(cm, LOOKUP, LONG, 0.9)
-    k, gain = cm.best_k(LOOKUP, LONG, 8)
-    assert (k, gain) == pytest.approx(brute_force(cm, LOOKUP, LONG, 8))
-    assert gain > 1.5
-    plan = cm.plan(lookup_classes=[LONG] * 8, draft_ok=False, max_k=8)
-    assert plan.drafter == LOOKUP and plan.k == k
+    # t1 = 10 ms, a batch of n costs 1 + 0.25 (n - 1) of it, lookup drafts cost nothing. With
+    # k drafts each accepted with probability a, a step yields 1 + a + ... + a^k tokens for
+    # 1 + 0.25 k of a plain step's time. a = 0.9: k = 1: 1.9 / 1.25 = 1.52; 2: 2.71 / 1.5 =
+    # 1.8067; 3: 3.439 / 1.75 = 1.9651; 4: 4.0951 / 2 = 2.0476, the best up to 4.
+    cm = CostModel().steady(t1=0.01, beta=0.25)
+    assert cm.best_chain(LOOKUP, [0.9] * 4) == (4, pytest.approx(2.04755))
+    # a = 0.5: 1.5 / 1.25 = 1.2; 1.75 / 1.5 = 1.1667; 1.875 / 1.75; 1.9375 / 2: k = 1 wins
+    assert cm.best_chain(LOOKUP, [0.5] * 4) == (1, pytest.approx(1.2))
+    # a = 0.2: 1.2 / 1.25 = 0.96 at best: slower than plain, so no drafting
+    assert cm.best_chain(LOOKUP, [0.2] * 4)[0] == 0
+    # a confident start then doubt: 1.95 / 1.25 = 1.56; 2.0475 / 1.5 = 1.365: stop at 1
+    assert cm.best_chain(LOOKUP, [0.95, 0.1, 0.9, 0.9]) == (1, pytest.approx(1.56))
+    plan = cm.plan(lookup_classes=[LONG] * 4, draft_ok=False, max_k=4, lookup_alphas=[0.9] * 4)
+    assert plan.drafter == LOOKUP and plan.k == 4
+    assert plan.speedup == pytest.approx(2.04755)
     assert "lookup" in plan.reason and "est." in plan.reason
 
 
@@ -82,12 +86,21 @@ def test_slow_draft_model_is_never_chosen_on_a_cpu() -> None:
 
 
 def test_gpu_like_costs_choose_the_draft_model() -> None:
-    # Memory-bound decode: verifying 8 tokens costs little more than 1; the draft is cheap.
-    cm = measured(0.020, {3: 0.021, 5: 0.022, 9: 0.024}, draft_token=0.003)
-    teach(cm, DRAFT, "", 0.75)
-    plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=8)
-    assert plan.drafter == DRAFT and plan.k >= 3
-    assert (plan.k, plan.speedup) == pytest.approx(brute_force(cm, DRAFT, "", 8))
+    # Memory-bound decode: a batch of n costs 1 + 0.05 (n - 1) of one token (20 ms); the draft
+    # costs 3 ms = 0.15 of it a token; untaught, its acceptance is the prior 0.6. Rate of k
+    # drafts: (1 + 0.6 + ... + 0.6^k) / (0.15 k + 1 + 0.05 k): k = 1: 1.6 / 1.2 = 1.3333;
+    # 2: 1.96 / 1.4 = 1.4; 3: 2.176 / 1.6 = 1.36; 4: 2.3056 / 1.8 = 1.2809. So k = 2.
+    cm = CostModel(gpu=True).steady(t1=0.020, beta=0.05)
+    cm.draft_token = 0.003
+    assert cm.acceptance(DRAFT) == pytest.approx(0.6)
+    plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=4)
+    assert (plan.drafter, plan.k) == (DRAFT, 2)
+    assert plan.speedup == pytest.approx(1.4)
+    # twice as dear a draft: 1.6 / 1.35 = 1.185; 1.96 / 1.7 = 1.153; ...: k = 1
+    cm.draft_token = 0.006
+    plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=4)
+    assert (plan.drafter, plan.k) == (DRAFT, 1)
+    assert plan.speedup == pytest.approx(1.6 / 1.35)
 
 
 def test_rising_rejections_switch_speculation_off() -> None:
