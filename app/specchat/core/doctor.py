@@ -23,6 +23,8 @@ from specchat.core.machine.backend_choice import (
     BuildFacts,
     choose_backend,
     detect_build_facts,
+    run_vulkaninfo,
+    vulkan_devices_in,
 )
 from specchat.core.machine.backend_choice import rebuild_command as _rebuild_command
 from specchat.core.machine.backend_info import BackendInfo, probe_backend
@@ -41,6 +43,12 @@ __all__ = ["SystemFacts", "advice", "gather", "render"]
 
 LOW_DISK = 2 * 10**9  # below this much free space in the store, say so
 FALLBACK_PIN = "0.3.36"
+_VK_KINDS = {
+    "CPU": "a CPU device",
+    "DISCRETE_GPU": "discrete GPU",
+    "INTEGRATED_GPU": "integrated GPU",
+    "VIRTUAL_GPU": "virtual GPU",
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class SystemFacts:
     choice: BackendChoice | None  # what the set-up would build for here
     choice_error: str | None = None
     nvidia_gpus: tuple[str, ...] = ()  # "name, memory" lines from nvidia-smi
+    vulkan_devices: tuple[tuple[str, str], ...] = ()  # (name, type) from vulkaninfo --summary
     store_dir: str = ""
     store_models: tuple[str, ...] = ()
     store_bytes: int = 0
@@ -94,6 +103,13 @@ def advice(f: SystemFacts) -> list[str]:
             "of llama-cpp-python needs: install it, then run the set-up again "
             "(it builds for CUDA when it finds both)."
         )
+    skipped = _skipped_vulkan(f)
+    if skipped:
+        out.append(
+            f"llama.cpp's Vulkan backend skips {', '.join(skipped)} (a CPU-type Vulkan device, "
+            "slower than the CPU backend); GGML_VK_VISIBLE_DEVICES=0 makes it use it anyway, "
+            "for testing the GPU code path."
+        )
     if b.gpu_offload and "0" in f.gpu_layers:
         out.append(
             "GPU offload works but the settings keep a model on the CPU (GPU layers 0): "
@@ -109,6 +125,14 @@ def advice(f: SystemFacts) -> list[str]:
     if f.disk_free is not None and f.disk_free < LOW_DISK:
         out.append(f"Only {format_bytes(f.disk_free)} free where the models are stored.")
     return out
+
+
+def _skipped_vulkan(f: SystemFacts) -> list[str]:
+    """CPU-type Vulkan devices of a Vulkan build that llama.cpp left out (none in its list)."""
+    used = [d for d in f.backend.devices if d.backend.lower() == "vulkan"]
+    if "vulkan" not in f.backend.lib_backends or used:
+        return []
+    return [name for name, kind in f.vulkan_devices if kind == "CPU"]
 
 
 def _nvidia_gpus() -> tuple[str, ...]:
@@ -181,6 +205,7 @@ def gather() -> SystemFacts:
         choice=choice,
         choice_error=choice_error,
         nvidia_gpus=_nvidia_gpus(),
+        vulkan_devices=vulkan_devices_in(run_vulkaninfo()) if sys.platform != "darwin" else (),
         store_dir=str(store.root),
         store_models=tuple(p.name for p in models),
         store_bytes=sum(p.stat().st_size for p in models),
@@ -230,6 +255,11 @@ def rows(f: SystemFacts) -> list[tuple[str, str]]:
     out.append(("GPU layers", layers))
     if f.nvidia_gpus:
         out.append(("nvidia-smi", "; ".join(f.nvidia_gpus)))
+    if f.vulkan_devices:
+        kinds = "; ".join(
+            f"{name} ({_VK_KINDS.get(kind, kind.lower())})" for name, kind in f.vulkan_devices
+        )
+        out.append(("Vulkan devices", f"{kinds} (vulkaninfo; memory: the Device rows above)"))
     if f.choice is not None:
         out.append(("Set-up builds for", f"{f.choice.label}: {f.choice.reason}"))
     else:
