@@ -14,7 +14,7 @@ from specchat.core.bench.compare import (
     run_comparison,
 )
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams, TokenEvent
+from specchat.core.types import GenerationParams, GenerationStats, TokenEvent
 
 PROMPT = [{"role": "user", "content": "Write a Python function that reverses a string."}]
 
@@ -39,7 +39,7 @@ def test_off_then_on_with_measured_figures(engine: Engine) -> None:
     for p in (off, on):
         assert p.tokens_per_s > 0 and p.stats.ttft_s > 0 and p.stats.elapsed_s >= p.stats.ttft_s
         assert all(g is not None and g >= 0 for g in p.gaps)  # top-2 recorded on every token
-    assert result.speedup == pytest.approx(on.tokens_per_s / off.tokens_per_s)
+    assert result.speedup is not None and result.speedup > 0
     assert not result.cancelled
     if result.identical:
         assert result.divergence is None and off.token_ids == on.token_ids
@@ -116,6 +116,32 @@ def test_divergence_is_located_and_explained(engine: Engine) -> None:
     assert (
         find_divergence(engine, off, _pass("draft", list(off.token_ids), off.gaps), greedy) is None
     )
+
+
+def timed(mode: str, tokens: int, decode_s: float, elapsed_s: float) -> PassResult:
+    p = _pass(mode, list(range(tokens)), [1.0] * tokens)
+    p.stats = GenerationStats(mode=mode, tokens=tokens, decode_s=decode_s, elapsed_s=elapsed_s)
+    return p
+
+
+def test_speedup_is_decode_speed_on_over_off() -> None:
+    # off: 33 tokens, 32 of them decoded in 4 s after the first: 8 tok/s; on: 33 tokens with
+    # 32 in 2.5 s: 12.8 tok/s. The speedup is 12.8 / 8 = 1.6 (time to the first token, the
+    # same prompt's prefill in both, is left out of both).
+    r = CompareResult(timed("off", 33, 4.0, 4.5), timed("draft", 33, 2.5, 3.1), GenerationParams())
+    assert r.off.tokens_per_s == pytest.approx(8.0) and r.on.tokens_per_s == pytest.approx(12.8)
+    assert r.speedup == pytest.approx(1.6)
+    assert r.rounds == [] and r.as_dict()["speedup"] is None  # no rounds judged: no figure
+    # a one-token reply: 1 token over its whole time (0.5 s) against 8 tok/s
+    short = CompareResult(
+        timed("off", 33, 4.0, 4.5), timed("draft", 1, 0.0, 0.5), GenerationParams()
+    )
+    assert short.speedup == pytest.approx(0.25)
+    # nothing generated: no figure rather than zero or a division by zero
+    empty = CompareResult(
+        timed("off", 33, 4.0, 4.5), timed("draft", 0, 0.0, 0.0), GenerationParams()
+    )
+    assert empty.speedup is None
 
 
 def test_result_dict_without_a_second_pass() -> None:
