@@ -1,7 +1,9 @@
 """Auto mode and draft sizing: an online cost model of what speculation gains, step by step.
 
 It measures what things cost on this machine, now:
-- the target's decode time for a batch of n tokens, t(n) = t1 * (1 + beta * (n - 1));
+- the target's decode time for a batch of n tokens, t(n) = t1 * c(n): c is the cost curve
+  measured on this machine (`cost_curve`; `CostCurve.flat()` for a GPU's shape, every n costing
+  one token's time), or, until one is given, a line c(n) = 1 + beta * (n - 1) fitted online;
 - the draft model's time per drafted token (n-gram lookup costs nothing);
 - the host's own work per step (choosing tokens, building the event): everything a step costs
   beyond llama_decode;
@@ -13,7 +15,7 @@ It measures what things cost on this machine, now:
 and picks the drafter and draft length k that maximise expected tokens per second:
 
     rate(k) = E(k) / step(k),   E(k) = 1 + sum_{j<=k} prod_{i<=j} a_i,
-    step(k) = rho * (draft_cost(k) + t(k + 1) + host * (tokens chosen in the step))
+    step(k) = rho * (draft_cost(k) + t1 * c(k + 1) + host * (tokens chosen in the step))
 
 against plain decoding at 1 / (t(1) + host). If nothing beats plain decoding by a small margin,
 it does not speculate. Estimates are decayed averages, so the choice follows acceptance as it
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from specchat.core.decoding.cost_curve import CostCurve
 
 DRAFT = "draft"
 LOOKUP = "lookup"
@@ -77,7 +81,9 @@ class _Beta:
 class CostModel:
     """Online costs and acceptance for one engine (it follows the conversation)."""
 
-    def __init__(self, *, gpu: bool = False, draft_cost_ratio: float = 0.45) -> None:
+    def __init__(
+        self, *, gpu: bool = False, draft_cost_ratio: float = 0.45, curve: CostCurve | None = None
+    ) -> None:
         self.t1: float | None = None  # seconds for a one-token target decode
         # Extra cost per extra token in a batch, relative to t1. CPU decode is compute-bound
         # (a batch of 8 costs ~3.5x one token on 2 cores); GPU decode is memory-bound.
@@ -93,6 +99,27 @@ class CostModel:
         self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
         self.reprobe_after = 24  # steps: a drafter the estimates rule out is tried again
         self.learn_timing = True  # False: keep the timing set by steady() (reproducible runs)
+        self.curve: CostCurve | None = None  # None: the online line (beta)
+        self._rel: list[float] = []  # curve.rel(n) for n = 0..len-1 (the planner's table)
+        if curve is not None:
+            self.use_curve(curve)
+
+    def use_curve(self, curve: CostCurve | None) -> CostModel:
+        """Price a verification of n tokens with `curve` (None: back to the online line). A
+        measured curve also gives the one-token time until decodes are observed."""
+        self.curve = curve
+        self._rel = curve.table(66) if curve is not None else []
+        if curve is not None and curve.t1_s and self.t1 is None:
+            self.t1 = curve.t1_s
+        if curve is not None and curve.is_flat:
+            self.step_ratio.clear()  # flat steps are priced on purpose below what they take
+        return self
+
+    def rel(self, n: int) -> float:
+        """Cost of a decode of n tokens relative to one."""
+        if self.curve is None:
+            return 1.0 + self.beta * (n - 1)
+        return self._rel[n] if n < len(self._rel) else self.curve.rel(n)
 
     def steady(self, t1: float = 0.01, beta: float = 0.05, host: float = 0.0) -> CostModel:
         """Fix the timing figures (acceptance is still learned), so the draft lengths chosen
@@ -109,6 +136,11 @@ class CostModel:
             return
         if n_tokens == 1:
             self.t1 = seconds if self.t1 is None else 0.8 * self.t1 + 0.2 * seconds
+            return
+        if self.curve is not None:
+            if not self.curve.is_flat:  # the shape is known: a batch tells the scale too
+                one = seconds / self.rel(n_tokens)
+                self.t1 = one if self.t1 is None else 0.9 * self.t1 + 0.1 * one
             return
         if self.t1 is None:
             return
@@ -136,8 +168,8 @@ class CostModel:
             host = max(0.0, wall_s - llama_s)
             self.host = host if self.host is None else 0.8 * self.host + 0.2 * host
             return
-        if self.t1 is None or k < 1:
-            return
+        if self.t1 is None or k < 1 or (self.curve is not None and self.curve.is_flat):
+            return  # flat: steps are priced as a GPU's, below what they take here
         predicted = self._step_parts(drafter, k, 0)
         if predicted <= 0.0:
             return
@@ -174,7 +206,7 @@ class CostModel:
 
     def target_cost(self, n: int) -> float:
         t1 = self.t1 if self.t1 is not None else 1.0
-        return t1 * (1.0 + self.beta * (n - 1))
+        return t1 * self.rel(n)
 
     def draft_cost(self, drafter: str, k: int, lag: int = 0) -> float:
         """Time to draft k tokens; `lag` tokens the draft model has not seen yet are caught up
@@ -215,7 +247,8 @@ class CostModel:
         host / ratio it prices the models alone (to tell what makes a drafter lose). Runs
         every step, so the loop is plain arithmetic."""
         t1 = self.t1 if self.t1 is not None else 1.0
-        beta = self.beta
+        n_top = len(alphas) + 2
+        rel = self._rel if len(self._rel) >= n_top else [self.rel(n) for n in range(n_top)]
         host = self.host_cost() if with_host else 0.0
         ratio = self.step_ratio.get(drafter, 1.0) if with_ratio else 1.0
         t_plain = t1 + host
@@ -230,7 +263,7 @@ class CostModel:
             gained += chance
             rows = 2 * k + 1 if is_draft else k + 1
             draft = per * (k + 0.1 * lag) if is_draft else 0.0
-            cost = (draft + t1 * (1.0 + beta * k) + host * rows) * ratio
+            cost = (draft + t1 * rel[k + 1] + host * rows) * ratio
             gain = gained * t_plain / cost
             if gain > best:
                 best_k, best = k, gain
@@ -261,13 +294,18 @@ class CostModel:
         draft_ok: bool,
         max_k: int,
         draft_lag: int = 0,
+        lookup_alphas: Sequence[float] | None = None,
     ) -> Plan:
         """Choose among a plain step, the n-gram draft on offer (its tokens' acceptance
-        classes, in order) and the draft model."""
+        classes, in order, or their acceptance estimates themselves, `lookup_alphas`) and the
+        draft model."""
         if self.t1 is None:
             return Plan(None, 0, 1.0, "auto: measuring the target's speed")
         options: list[Plan] = []
-        lookup_alphas = self.acceptances(LOOKUP, lookup_classes[:max_k])
+        if lookup_alphas is None:
+            lookup_alphas = self.acceptances(LOOKUP, lookup_classes[:max_k])
+        else:
+            lookup_alphas = list(lookup_alphas[:max_k])
         if lookup_alphas:
             k, gain = self.best_chain(LOOKUP, lookup_alphas)
             a = lookup_alphas[0]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from specchat.core.decoding.chat_template import ChatTemplate, Message
 from specchat.core.decoding.config import RuntimeFacts, adjust_config
+from specchat.core.decoding.cost_curve import CostCurve, measure_cost_curve
 from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.draft_model import ModelDrafter
@@ -74,6 +75,7 @@ class Engine(OneReplyAtATime):
         self._model_drafter: ModelDrafter | None = None
         self._lookup = NgramDrafter()
         self.history = HistoryIndex()  # earlier conversations, for Lookup (filled by the caller)
+        self.cost_curve: CostCurve | None = None  # what the planner prices verification with
         self.cost = self._new_cost_model()
         if draft_path is not None:
             try:
@@ -111,7 +113,20 @@ class Engine(OneReplyAtATime):
         ratio = 0.45
         if self.draft is not None:
             ratio = min(1.0, self.draft.size_bytes / max(self.target.size_bytes, 1))
-        return CostModel(gpu=gpu, draft_cost_ratio=ratio)
+        return CostModel(gpu=gpu, draft_cost_ratio=ratio, curve=self.cost_curve)
+
+    def measure_cost_curve(self, k_max: int = 8, repeats: int = 3) -> CostCurve:
+        """Time the target's decodes of 1..k_max+1 tokens on this machine (a few seconds; the
+        cache ends as it began). It does not change what the planner uses: `use_cost_curve`."""
+        with self._lock:
+            return measure_cost_curve(self.target, repeats=repeats, k_max=k_max)
+
+    def use_cost_curve(self, curve: CostCurve | None) -> None:
+        """Price verifications with `curve` from now on (flat: as a GPU would; None: the line
+        the cost model fits online)."""
+        with self._lock:
+            self.cost_curve = curve
+            self.cost.use_curve(curve)
 
     @property
     def has_draft(self) -> bool:

@@ -1,0 +1,178 @@
+"""The target's cost curve: what one `llama_decode` of n tokens costs, relative to one token.
+
+On a CPU a batch is far from free (decoding is compute-bound: on 2 cores 9 tokens cost ~7.5x
+one token), on a GPU running a small model it nearly is (memory-bound: the weights are read
+once whatever the batch). The curve decides how long a draft is worth verifying, and it bounds
+what speculation can gain: with tau tokens per target pass, a pass of n tokens has to cost
+less than tau one-token passes to win anything.
+
+`measure_cost_curve` times real decodes of n tokens appended to the runtime's cache (on a
+filler context when the cache is short, so attention has something to read), n interleaved
+within each repeat so a slow spell of the machine spreads over every n, and cuts the cache back
+to what it held before. `CostCurve.flat()` is the GPU shape: every n costs one token's time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from specchat.core.decoding.backend_sampler import ROWS_MAX
+from specchat.core.decoding.runtime import ModelRuntime
+
+MEASURED = "measured"
+FLAT = "flat"
+CURVE_CHOICES = (MEASURED, FLAT)
+KEY_POINTS = (2, 5, 9, 17, 33, 65)  # the figures doctor and the reports show
+
+_FILLER = 128  # context tokens the timed decodes sit on when the cache holds fewer
+
+
+class CostCurveError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class CostCurve:
+    """Relative cost of one decode of n tokens, cost(n) / cost(1), at the measured n; between
+    them linear, beyond the last one the last segment's slope (never below the last point)."""
+
+    points: tuple[tuple[int, float], ...]  # (n, relative cost), n ascending, starting (1, 1.0)
+    source: str = MEASURED  # MEASURED or FLAT
+    t1_s: float | None = None  # seconds of a one-token decode when it was measured
+
+    def __post_init__(self) -> None:
+        ns = [n for n, _ in self.points]
+        if not ns or ns[0] != 1 or ns != sorted(set(ns)):
+            raise CostCurveError("a cost curve starts at n = 1 and has ascending, distinct n")
+        if any(not c > 0.0 for _, c in self.points):
+            raise CostCurveError("a cost curve's relative costs must be positive")
+
+    @classmethod
+    def flat(cls) -> CostCurve:
+        """Verifying n tokens costs what one does (a GPU running a small model)."""
+        return cls(((1, 1.0),), FLAT)
+
+    @property
+    def is_flat(self) -> bool:
+        return self.source == FLAT
+
+    def rel(self, n: int) -> float:
+        """cost(n) / cost(1)."""
+        pts = self.points
+        if n <= 1 or len(pts) == 1:
+            return 1.0
+        for (n0, c0), (n1, c1) in zip(pts, pts[1:], strict=False):
+            if n <= n1:
+                return c0 + (c1 - c0) * (n - n0) / (n1 - n0)
+        (n0, c0), (n1, c1) = pts[-2], pts[-1]
+        return c1 + max(0.0, (c1 - c0) / (n1 - n0)) * (n - n1)
+
+    def table(self, up_to: int) -> list[float]:
+        """[rel(0)=1, rel(1), ..., rel(up_to)]: the planner's lookup table."""
+        return [1.0] + [self.rel(n) for n in range(1, up_to + 1)]
+
+    def key_points(self, up_to: int | None = None) -> list[tuple[int, float]]:
+        """The figures worth showing: n = 2, 5, 9, 17, ... within the measured range."""
+        top = up_to if up_to is not None else self.points[-1][0]
+        return [(n, self.rel(n)) for n in KEY_POINTS if n <= max(top, 1)]
+
+    def describe(self, up_to: int | None = None) -> str:
+        if self.is_flat:
+            return "flat (verifying n tokens costs one token's time: a GPU's shape)"
+        pts = ", ".join(f"{n} → {c:.2f}" for n, c in self.key_points(up_to))
+        t1 = f"; one token {self.t1_s * 1000:.1f} ms" if self.t1_s else ""
+        return f"cost of a decode of n tokens relative to one: {pts}{t1}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "source": self.source,
+            "t1_ms": None if self.t1_s is None else self.t1_s * 1000,
+            "points": [[n, c] for n, c in self.points],
+        }
+
+
+def passes_by_length(draft_pos_proposed: Sequence[int]) -> list[int]:
+    """Verification passes per draft length from the per-position counts: position i was
+    proposed by every pass that drafted more than i tokens, so passes with exactly k drafted
+    tokens = proposed[k - 1] - proposed[k]. Returns counts for k = 1, 2, ..."""
+    p = list(draft_pos_proposed) + [0]
+    return [max(0, p[i] - p[i + 1]) for i in range(len(p) - 1)]
+
+
+def decode_cost(curve: CostCurve, draft_pos_proposed: Sequence[int], plain_steps: int) -> float:
+    """The target's passes after the first token, in one-token decodes."""
+    by_k = passes_by_length(draft_pos_proposed)
+    return plain_steps + sum(c * curve.rel(k + 1) for k, c in enumerate(by_k, start=1))
+
+
+def ceiling(
+    curve: CostCurve, tokens: int, draft_pos_proposed: Sequence[int], plain_steps: int
+) -> float | None:
+    """The speedup over plain decoding the passes made allow on this curve, drafting and host
+    work free: (tokens after the first) / (their passes' cost in one-token decodes)."""
+    cost = decode_cost(curve, draft_pos_proposed, plain_steps)
+    return None if tokens < 2 or cost <= 0.0 else (tokens - 1) / cost
+
+
+def default_ns(k_max: int) -> list[int]:
+    """n = 1..k+1: one by one up to 9, every other one up to 17, then a few points (the curve
+    is smooth there and long decodes take a while), within the rows one decode may return."""
+    top = min(k_max + 1, ROWS_MAX)
+    ns = list(range(1, min(top, 9) + 1))
+    ns += [n for n in (11, 13, 15, 17, 25, 33, 49, 65) if 9 < n <= top]
+    if ns[-1] != top:
+        ns.append(top)
+    return ns
+
+
+def _filler(rt: ModelRuntime) -> list[int]:
+    text = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. "
+    tokens = rt.tokenize(text, add_special=False) or [rt.bos_id]
+    return (tokens * (_FILLER // len(tokens) + 1))[:_FILLER]
+
+
+def measure_cost_curve(
+    rt: ModelRuntime, ns: Sequence[int] | None = None, repeats: int = 3, *, k_max: int = 8
+) -> CostCurve:
+    """Time `llama_decode` of n tokens (logits for every row, as a verification asks) for each
+    n, the fastest of `repeats` (another program on the machine only ever adds time, so the
+    fastest run is the closest to what the decode itself costs); the cache ends as it began.
+    Raises CostCurveError when the context has no room for it."""
+    ns = sorted(set(ns if ns is not None else default_ns(k_max)) | {1})
+    if ns[-1] > ROWS_MAX:
+        raise CostCurveError(f"a decode returns at most {ROWS_MAX} rows, not {ns[-1]}")
+    if repeats < 1:
+        raise CostCurveError("repeats must be at least 1")
+    n0 = len(rt.cache)
+    base = max(n0, _FILLER)
+    if base + ns[-1] > rt.n_ctx:
+        raise CostCurveError(
+            f"no room to measure the cost curve: {base} + {ns[-1]} tokens > {rt.n_ctx}"
+        )
+    tok = _filler(rt)
+    try:
+        if n0 < base:  # what the cache holds stays; filler after it, cut off at the end
+            rt.decode(tok[: base - n0], logits_for="none")
+        rt.decode(tok[: ns[-1]], logits_for="all")  # warm-up: buffers sized, weights touched
+        rt.truncate(base)
+        times: dict[int, list[float]] = {n: [] for n in ns}
+        for _ in range(repeats):
+            for n in ns:
+                before = rt.llama_s
+                t0 = time.perf_counter()
+                rt.decode(tok[:n], logits_for="all")
+                spent = rt.llama_s - before
+                times[n].append(spent if spent > 0 else time.perf_counter() - t0)
+                rt.truncate(base)
+    finally:
+        rt.truncate(n0)
+    best = {n: min(v) for n, v in times.items()}
+    t1 = best[1]
+    points: list[tuple[int, float]] = []
+    top = 1.0
+    for n in ns:  # a batch never costs less than a smaller one (noise aside)
+        top = max(top, best[n] / t1) if n > 1 else 1.0
+        points.append((n, top))
+    return CostCurve(tuple(points), MEASURED, t1)

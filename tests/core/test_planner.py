@@ -1,0 +1,118 @@
+"""The planner prices drafts with the target's cost curve: per-token acceptance estimates in, the
+draft length that maximises expected tokens per unit of verification cost out."""
+
+from __future__ import annotations
+
+import pytest
+
+from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.cost_model import LOOKUP, CostModel
+
+# The issue's measurement on this 2-core machine (target Qwen2.5-Coder-1.5B, median of 6):
+# a decode of n tokens relative to one.
+CPU = CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (9, 7.47), (17, 11.5)), t1_s=0.04)
+
+
+def planner(curve: CostCurve) -> CostModel:
+    cm = CostModel().steady(t1=0.04, host=0.0)  # timing fixed; the curve gives the shape
+    return cm.use_curve(curve)
+
+
+def by_hand(curve: CostCurve, alphas: list[float]) -> tuple[int, float]:
+    """Brute force: expected tokens 1 + sum_j prod_{i<=j} a_i over cost c(k + 1), each k."""
+    best_k, best = 0, 1.0
+    for k in range(1, len(alphas) + 1):
+        gained, chance = 1.0, 1.0
+        for a in alphas[:k]:
+            chance *= a
+            gained += chance
+        rate = gained / curve.rel(k + 1)
+        if rate > best:
+            best_k, best = k, rate
+    return best_k, best
+
+
+PROFILES = [
+    [0.95] * 16,
+    [0.99] * 5 + [0.3] * 11,
+    [0.8, 0.9, 0.99, 0.99, 0.6, 0.99, 0.99, 0.99],
+    [0.5] * 8,
+    [0.999] * 16,
+]
+
+
+@pytest.mark.parametrize("alphas", PROFILES)
+def test_draft_length_is_the_optimum_on_the_measured_curve(alphas: list[float]) -> None:
+    cm = planner(CPU)
+    k, gain = cm.best_chain(LOOKUP, alphas)
+    want_k, want_gain = by_hand(CPU, alphas)
+    assert k == want_k
+    if k:
+        assert gain == pytest.approx(want_gain, rel=1e-9)
+
+
+def test_the_curve_decides_how_long_a_confident_draft_is() -> None:
+    # a = 0.95 per token. CPU: k = 1: 1.95 / 1.73 = 1.127; k = 2: 2.8525 / 2.483 = 1.149;
+    # k = 3: 3.710 / 3.237 = 1.146: two tokens. Flat: every token adds expected tokens at no
+    # cost, so all 16 (expected 1 + 0.95 + ... + 0.95^16 = 11.5 tokens a pass).
+    alphas = [0.95] * 16
+    k_cpu, gain_cpu = planner(CPU).best_chain(LOOKUP, alphas)
+    k_flat, gain_flat = planner(CostCurve.flat()).best_chain(LOOKUP, alphas)
+    assert (k_cpu, k_flat) == (2, 16)
+    assert gain_cpu == pytest.approx(2.8525 / (1.73 + (3.99 - 1.73) / 3), rel=1e-9)
+    assert gain_flat == pytest.approx((1 - 0.95**17) / 0.05, rel=1e-9)
+
+
+def test_a_confidence_drop_ends_the_draft_where_the_cost_says() -> None:
+    # Eight near-certain tokens (0.99): k = 3: 3.940 / c(4) = 3.940 / 3.237 = 1.217; k = 4:
+    # 4.901 / 3.99 = 1.228; k = 5: 5.852 / 4.86 = 1.204, and less up to k = 8: four. (Sixteen
+    # would all go: past 9 rows the curve rises by only 0.5 a token, 15.85 / 11.5 = 1.38.)
+    # The same draft turning to guesses (0.3) after three: k = 4 gains 0.3 * 0.970 = 0.291
+    # tokens for 0.75 of a token's time, 4.231 / 3.99 = 1.06: three.
+    assert planner(CPU).best_chain(LOOKUP, [0.99] * 8)[0] == 4
+    assert planner(CPU).best_chain(LOOKUP, [0.99] * 16)[0] == 16
+    assert planner(CPU).best_chain(LOOKUP, [0.99] * 3 + [0.3] * 13)[0] == 3
+
+
+def test_plan_takes_per_token_estimates() -> None:
+    cm = planner(CPU)
+    alphas = [0.99] * 3 + [0.3] * 13
+    plan = cm.plan(lookup_classes=[], lookup_alphas=alphas, draft_ok=False, max_k=16)
+    assert (plan.drafter, plan.k) == (LOOKUP, 3)
+    # max_k cuts the estimates: only two positions may be drafted here
+    plan = cm.plan(lookup_classes=[], lookup_alphas=alphas, draft_ok=False, max_k=2)
+    assert plan.k == 2
+
+
+def test_flat_curve_keeps_a_gpus_decisions_on_a_slow_machine() -> None:
+    # Learning timing, as in the app: the CPU's real batches and steps must not pull the flat
+    # planner back to CPU decisions (that is what `--cost-curve flat` is for).
+    cm = CostModel().use_curve(CostCurve.flat())
+    cm.observe_target(1, 0.04)
+    for _ in range(50):
+        cm.observe_target(9, 0.04 * 7.47)
+        cm.observe_step(LOOKUP, 8, 0.04 * 7.47, 0.04 * 7.47)
+    assert cm.t1 == pytest.approx(0.04)
+    assert LOOKUP not in cm.step_ratio
+    k, gain = cm.best_chain(LOOKUP, [0.95] * 16, with_host=False)
+    assert k == 16
+    assert gain == pytest.approx((1 - 0.95**17) / 0.05, rel=1e-9)
+
+
+def test_measured_curve_keeps_its_shape_and_learns_the_scale() -> None:
+    cm = CostModel().use_curve(CPU)
+    assert cm.t1 == pytest.approx(0.04)  # from the measurement, before any decode
+    for _ in range(200):  # the machine got twice as slow: batches say so too
+        cm.observe_target(9, 0.08 * 7.47)
+    assert cm.t1 == pytest.approx(0.08, rel=1e-3)
+    assert cm.target_cost(9) == pytest.approx(0.08 * 7.47, rel=1e-3)
+    assert cm.target_cost(5) == pytest.approx(0.08 * 3.99, rel=1e-3)
+
+
+def test_without_a_curve_the_online_line_prices_batches() -> None:
+    cm = CostModel().steady(t1=0.01, beta=0.25)
+    assert cm.target_cost(9) == pytest.approx(0.01 * 3.0)
+    cm.use_curve(CPU)
+    assert cm.target_cost(9) == pytest.approx(0.01 * 7.47)
+    cm.use_curve(None)
+    assert cm.target_cost(9) == pytest.approx(0.01 * 3.0)
