@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from specchat.cli.common import add_engine_options, engine_from_args
+from specchat.cli.common import add_cost_curve_option, add_engine_options, engine_from_args
 from specchat.core.bench.report import build_report, models_info, to_json
 from specchat.core.bench.report_md import to_markdown
 from specchat.core.bench.runner import (
@@ -22,6 +22,7 @@ from specchat.core.bench.runner import (
     run_bench,
 )
 from specchat.core.bench.suite import Suite
+from specchat.core.decoding.cost_curve import FLAT, MEASURED, CostCurve
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, Mode, params_from
 
@@ -90,6 +91,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default="block",
         help="block: off, A, B, ... per prompt and repeat (default); alternate: off, A, off, B",
     )
+    add_cost_curve_option(b)
     _add_host_options(b)
     b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
     b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
@@ -141,13 +143,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         suite = suite.select(args.prompts.split(","))
     if args.server:
         return cmd_bench_remote(args, suite)
-    # unknown modes fail before any model loads
+    # unknown modes, peers and settings fail before any model loads
     modes = parse_modes(args.modes or [m.value for m in Mode])
     peers = parse_peers(args.peers, args.llama_cpp_bin)
     params = _params(args)
-    BenchSettings(args.repeats, args.max_tokens, params).validate()  # before loading models
+    BenchSettings(args.repeats, args.max_tokens, params).validate()
     _host_params(args, params)  # the host passes' settings too
-    peer_k = args.peer_k or args.k_max
     if args.png is not None:
         from specchat.cli.png_chart import check_available
 
@@ -158,36 +159,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with engine_from_args(args) as engine:
         if args.modes is None and not engine.has_draft:
             modes = [m for m in modes if m != Mode.DRAFT.value]
+        curve = use_cost_curve(engine, args.cost_curve, args.k_max)
         variants: list[Variant] = []
         try:
-            if "llama-cpp-python" in peers:
-                from specchat.core.bench.peers import stock_peers
-
-                variants += stock_peers(engine, k=peer_k, p_min=args.p_min)
-            if "llama.cpp" in peers:
-                from specchat.core.bench.native_peers import native_peers
-
-                variants += native_peers(engine, args.llama_cpp_bin, k=peer_k)
-            if "llama.cpp-ngram" in peers:
-                from specchat.core.bench.server_peers import find_llama_server, ngram_peers
-
-                print("starting llama-server peers…", file=sys.stderr)
-                variants += ngram_peers(
-                    find_llama_server(args.llama_server),
-                    engine.target.path,
-                    k=peer_k,
-                    threads=engine.target.n_threads,
-                    ctx=engine.target.n_ctx,
-                    retokenize=lambda text: engine.target.tokenize(text, add_special=False),
-                    settings=("defaults", "k")
-                    if args.ngram_peer_settings == "both"
-                    else (args.ngram_peer_settings,),
-                )
-
-            def on_run(r: RunResult, done: int, total: int) -> None:
-                if not args.quiet:
-                    print(progress_line(r, done, total), file=sys.stderr, flush=True)
-
+            _add_peers(variants, args, engine, peers)
+            on_run = _progress(args)
             bench = run_bench(
                 engine,
                 suite,
@@ -199,25 +175,87 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 warmup=not args.no_warmup,
                 on_run=on_run,
                 pairing=args.pairing,
+                cost_curve=curve,
             )
             host_pass = _host_passes(args, params, engine, suite, modes, on_run)
-            extra = {
-                "peers": peers,
-                "peer_k": peer_k if peers else None,
-                "llama_cpp_bin": str(args.llama_cpp_bin) if args.llama_cpp_bin else None,
-                "threads": engine.target.n_threads,
-                "ctx": engine.target.n_ctx,
-                "gpu_layers": args.gpu_layers,  # as asked: "auto" or N (what it became below)
-                "target_gpu_layers": engine.target.config.n_gpu_layers,
-                "draft_gpu_layers": engine.draft.config.n_gpu_layers if engine.draft else None,
-            }
             report = build_report(
-                bench, models=models_info(engine), extra_settings=extra, host_pass=host_pass
+                bench,
+                models=models_info(engine),
+                extra_settings=_extra_settings(args, engine, peers),
+                host_pass=host_pass,
             )
         finally:
             for v in variants:
                 v.close()
     return _finish_report(args, report)
+
+
+def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
+    """Measure the target's cost curve on this machine (a few seconds) and price drafting with
+    it, or with a flat one (`which` = flat: a GPU's decisions); returns the measured curve."""
+    print("measuring the target's cost curve…", file=sys.stderr, flush=True)
+    curve = engine.measure_cost_curve(k_max=k_max)
+    print(curve.describe(), file=sys.stderr)
+    engine.use_cost_curve(curve if which == MEASURED else CostCurve.flat())
+    if which == FLAT:
+        print(
+            "drafting priced with a flat cost curve (a GPU's decisions): the report's τ is what "
+            "a GPU would see; its speedups are this machine's",
+            file=sys.stderr,
+        )
+    return curve
+
+
+def _add_peers(
+    variants: list[Variant], args: argparse.Namespace, engine: Engine, peers: Sequence[str]
+) -> None:
+    """The peers asked for, into `variants` as they start (closed by the caller)."""
+    peer_k = args.peer_k or args.k_max
+    if "llama-cpp-python" in peers:
+        from specchat.core.bench.peers import stock_peers
+
+        variants += stock_peers(engine, k=peer_k, p_min=args.p_min)
+    if "llama.cpp" in peers:
+        from specchat.core.bench.native_peers import native_peers
+
+        variants += native_peers(engine, args.llama_cpp_bin, k=peer_k)
+    if "llama.cpp-ngram" in peers:
+        from specchat.core.bench.server_peers import find_llama_server, ngram_peers
+
+        print("starting llama-server peers…", file=sys.stderr)
+        variants += ngram_peers(
+            find_llama_server(args.llama_server),
+            engine.target.path,
+            k=peer_k,
+            threads=engine.target.n_threads,
+            ctx=engine.target.n_ctx,
+            retokenize=lambda text: engine.target.tokenize(text, add_special=False),
+            settings=("defaults", "k")
+            if args.ngram_peer_settings == "both"
+            else (args.ngram_peer_settings,),
+        )
+
+
+def _progress(args: argparse.Namespace) -> OnRun:
+    def on_run(r: RunResult, done: int, total: int) -> None:
+        if not args.quiet:
+            print(progress_line(r, done, total), file=sys.stderr, flush=True)
+
+    return on_run
+
+
+def _extra_settings(args: argparse.Namespace, engine: Engine, peers: Sequence[str]) -> dict:
+    return {
+        "peers": list(peers),
+        "peer_k": (args.peer_k or args.k_max) if peers else None,
+        "llama_cpp_bin": str(args.llama_cpp_bin) if args.llama_cpp_bin else None,
+        "threads": engine.target.n_threads,
+        "ctx": engine.target.n_ctx,
+        "gpu_layers": args.gpu_layers,  # as asked: "auto" or N (what it became below)
+        "target_gpu_layers": engine.target.config.n_gpu_layers,
+        "draft_gpu_layers": engine.draft.config.n_gpu_layers if engine.draft else None,
+        "cost_curve": args.cost_curve,
+    }
 
 
 def _add_host_options(b: argparse.ArgumentParser) -> None:
@@ -321,10 +359,6 @@ def cmd_bench_remote(args: argparse.Namespace, suite) -> int:
             file=sys.stderr,
         )
 
-        def on_run(r: RunResult, done: int, total: int) -> None:
-            if not args.quiet:
-                print(progress_line(r, done, total), file=sys.stderr, flush=True)
-
         bench = run_remote_bench(
             variants,
             suite,
@@ -332,7 +366,7 @@ def cmd_bench_remote(args: argparse.Namespace, suite) -> int:
             max_tokens=args.max_tokens,
             params=params,
             warmup=not args.no_warmup,
-            on_run=on_run,
+            on_run=_progress(args),
         )
         extra = {"server": engine.config.base_url, "server_kind": engine.info.kind.value}
         report = build_report(bench, models=remote_models_info(engine), extra_settings=extra)

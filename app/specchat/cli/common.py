@@ -9,6 +9,7 @@ from specchat.core.decoding.runtime import RuntimeConfig
 from specchat.core.store.local_models import default_pair_paths
 
 __all__ = [
+    "add_cost_curve_option",
     "add_engine_options",
     "default_pair_paths",
     "engine_from_args",
@@ -37,6 +38,17 @@ def add_engine_options(p: argparse.ArgumentParser) -> None:
         help="draft layers on the GPU (default: as --gpu-layers)",
     )
     add_remote_options(p)
+
+
+def add_cost_curve_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--cost-curve",
+        choices=("measured", "flat"),
+        default="measured",
+        help="what a verification of n tokens is priced at when choosing draft lengths: the "
+        "target's decode times measured on this machine first (default; a few seconds), or "
+        "flat (n tokens cost one token's time: the decisions a GPU would make)",
+    )
 
 
 def engine_from_args(args: argparse.Namespace):

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from specchat.cli.common import add_engine_options, engine_from_args
+from specchat.cli.common import add_cost_curve_option, add_engine_options, engine_from_args
 from specchat.cli.prompt_input import (
     PromptTooLongError,
     add_prompt_options,
@@ -19,6 +19,7 @@ from specchat.cli.prompt_input import (
     read_system,
     tolerant_stdin,
 )
+from specchat.core.decoding.cost_curve import FLAT, CostCurve, CostCurveError
 from specchat.core.engines.local import Engine, Message
 from specchat.core.reply import Reply
 from specchat.core.types import (
@@ -40,6 +41,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--mode", default="off", choices=MODES, help="speculation mode")
     _add_sampling_options(g)
     g.add_argument("--json", action="store_true", help="end with one JSON stats object")
+    add_cost_curve_option(g)
     add_engine_options(g)
     g.set_defaults(func=cmd_generate)
 
@@ -109,12 +111,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     with engine_from_args(args) as engine:
         notices = tuple(getattr(engine, "notices", ()))
         fit_prompt(engine, messages)  # a prompt longer than the context: an error
+        curve = _cost_curve(engine, args)
         reply = stream(engine.generate(messages, params, args.mode))
     print()
     if args.json:
         record = reply.final_stats.to_dict()
         record["finish_reason"] = reply.finish_reason.value if reply.finish_reason else None
         record["notices"] = list(notices)
+        record["cost_curve"] = None if curve is None else curve.as_dict()
         print(json.dumps(record))
     else:
         print(stats_line(reply.final_stats, notices), file=sys.stderr)
@@ -125,6 +129,24 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("the reply is incomplete: " + reply.final_stats.note, file=sys.stderr)
         return 1
     return 0
+
+
+def _cost_curve(engine: Engine, args: argparse.Namespace) -> CostCurve | None:
+    """Lookup and auto size their drafts with the cost curve: measured here first (a few
+    seconds), or flat. Off and draft do not plan, and a server decides for itself."""
+    if args.mode not in (Mode.LOOKUP.value, Mode.AUTO.value) or not isinstance(engine, Engine):
+        return None
+    if args.cost_curve == FLAT:
+        curve = CostCurve.flat()
+    else:
+        note("measuring the target's cost curve…")
+        try:
+            curve = engine.measure_cost_curve(k_max=args.k_max)
+        except CostCurveError as exc:
+            note(f"{exc}: draft lengths are priced by the engine's online estimate")
+            return None
+    engine.use_cost_curve(curve)
+    return curve
 
 
 HELP = """commands:

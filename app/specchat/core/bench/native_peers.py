@@ -139,18 +139,12 @@ class NativeVariant:
         rss: RssSampler,
     ) -> RunResult:
         text, ids = self._vocab.clip(generated_text(out, prompt.text), params.max_tokens)
-        r = RunResult(
-            label=self.label,
-            runner=self.runner,
-            mode=self.mode,
-            prompt_id=prompt.prompt.id,
-            kind=prompt.prompt.kind,
-            repeat=0,
-            pair=0,
+        r = RunResult.of(
+            self,
+            prompt,
             text=text,
             token_ids=ids,
             exact_ids=False,
-            prompt_tokens=len(prompt.tokens),
             peak_rss_bytes=rss.peak,
             start_rss_bytes=0,  # a fresh process: all of its resident set is growth
         )

@@ -146,29 +146,17 @@ class StockVariant:
                 finish = choice.get("finish_reason") or finish
         text, ids = self._vocab.clip("".join(pieces), params.max_tokens)
         n = params.max_tokens if finish == "length" else len(ids)
-        result = RunResult(
-            label=self.label,
-            runner=self.runner,
-            mode=self.mode,
-            prompt_id=prompt.prompt.id,
-            kind=prompt.prompt.kind,
-            repeat=0,
-            pair=0,
+        result = RunResult.of(
+            self,
+            prompt,
             text=text,
             token_ids=ids,
             exact_ids=False,
             tokens=n,
-            prompt_tokens=len(prompt.tokens),
             finish_reason=finish,
             peak_rss_bytes=rss.peak,
             start_rss_bytes=rss.start_rss,
-        )
-        if t_first is not None and t_last is not None:
-            result.ttft_s = t_first - t0
-            result.elapsed_s = t_last - t0
-            result.e2e_tokens_per_s = n / result.elapsed_s if result.elapsed_s > 0 else 0.0
-            span = t_last - t_first
-            result.tokens_per_s = (n - 1) / span if n >= 2 and span > 0 else 0.0
+        ).timed(t0, t_first, t_last)
         if self.draft is not None:
             d = self.draft
             result.drafted = d.drafted

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import shlex
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
+from specchat.core.bench import ceilings
+from specchat.core.bench.machine import machine_info
 from specchat.core.bench.runner import REFERENCE, BenchRun, RunResult
+from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.engines.local import Engine
 from specchat.core.types import acceptance_rate, mean_accepted_length
 
@@ -54,6 +55,7 @@ DEFINITIONS = {
     "(the models are mmapped, so it includes every touched weight page)",
     "rss_growth_mb": "largest rise of the resident set during one run",
     "overall": "geometric mean over prompts of the per-prompt figures",
+    **ceilings.DEFINITIONS,
 }
 
 
@@ -127,6 +129,7 @@ def record(
     runs: Sequence[RunResult],
     refs: dict[int, RunResult],
     baseline_runs: Sequence[RunResult] = (),
+    curve: CostCurve | None = None,
 ) -> dict[str, Any]:
     """The figures of one (prompt, variant) from its runs and the off runs (by pair)."""
     first = runs[0]
@@ -176,6 +179,7 @@ def record(
         ),
         "text": first.text,
     }
+    out.update(ceilings.figures(runs, curve, out["speedup_vs_off"]))
     return out
 
 
@@ -191,7 +195,7 @@ def records(bench: BenchRun) -> list[dict[str, Any]]:
                 continue
             base = bench.baselines.get(label)
             base_runs = [r for r in mine if r.label == base] if base else []
-            out.append(record(runs, refs, base_runs))
+            out.append(record(runs, refs, base_runs, bench.cost_curve))
     return out
 
 
@@ -217,6 +221,9 @@ def overall(bench: BenchRun, recs: Sequence[dict[str, Any]]) -> dict[str, dict[s
             "speedup_vs_baseline_geomean": geomean(r["speedup_vs_baseline"] for r in rs),
             "acceptance_rate": rate,
             "mean_accepted_length": mal,
+            "tau": ceilings.pooled_tau(runs),
+            "ceiling_geomean": geomean(r["ceiling"] for r in rs),
+            "efficiency_geomean": geomean(r["efficiency"] for r in rs),
             "drafted": drafted,
             "accepted": accepted,
             "identical_prompts": sum(1 for r in rs if r["identical_to_off"]),
@@ -279,36 +286,6 @@ def host_overhead(passes: Sequence[BenchRun]) -> list[dict[str, Any]]:
 
 
 # -- the whole report -----------------------------------------------------------------------
-def machine_info() -> dict[str, Any]:
-    import psutil
-
-    try:
-        from importlib.metadata import version
-
-        lcp = version("llama-cpp-python")
-    except Exception:
-        lcp = None
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cpu_count_logical": os.cpu_count(),
-        "cpu_count_physical": psutil.cpu_count(logical=False),
-        "memory_gb": round(psutil.virtual_memory().total / 1e9, 1),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "llama_cpp_python": lcp,
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
-
-
 def models_info(engine: Engine) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for role, rt in (("target", engine.target), ("draft", engine.draft)):
@@ -360,6 +337,7 @@ def build_report(
         "p_min": s.params.p_min,
         "warmup": s.warmup,
         "order": "per repeat, per prompt: off, then each variant (each run from cold caches)",
+        "planner_cost_curve": bench.planner_curve,
     }
     settings.update(extra_settings or {})
     return {
@@ -374,6 +352,7 @@ def build_report(
         "models": models,
         "settings": settings,
         "definitions": DEFINITIONS,
+        "cost_curve": bench.cost_curve.as_dict() if bench.cost_curve else None,
         "records": recs,
         "overall": overall(bench, recs),
         "host_overhead": host_overhead([bench, *host_passes]),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from specchat.core.decoding.cost_curve import FLAT, KEY_POINTS
 from specchat.core.units import format_bytes
 
 
@@ -45,11 +46,13 @@ def to_markdown(report: dict[str, Any]) -> str:
     for role, info in report["models"].items():
         if info:
             lines.append(f"- {role}: {info['file']} ({format_bytes(info['size_bytes'])})")
+    lines += _curve_lines(report)
     lines += ["", "## Overall (geometric means over prompts)", ""]
     ov = report["overall"]
     kinds = sorted({k for o in ov.values() for k in o["speedup_by_kind"]})
     head = ["mode", "tok/s", "speedup", "e2e speedup", "TTFT ratio", "accept", "mean len"]
-    head += ["same text", "peak RSS MB", "vs own baseline"] + [f"speedup {k}" for k in kinds]
+    head += ["τ", "ceiling", "efficiency", "same text", "peak RSS MB", "vs own baseline"]
+    head += [f"speedup {k}" for k in kinds]
     rows = []
     for label, o in ov.items():
         row = [
@@ -60,6 +63,9 @@ def to_markdown(report: dict[str, Any]) -> str:
             _f(o["ttft_ratio_vs_off_geomean"]),
             _pct(o["acceptance_rate"]),
             _f(o["mean_accepted_length"]),
+            _f(o.get("tau")),
+            _f(o.get("ceiling_geomean"), "{:.2f}×"),
+            _f(o.get("efficiency_geomean")),
             f"{o['identical_prompts']}/{o['prompts']}",
             _f(o["peak_rss_mb"], "{:.0f}"),
             _f(o["speedup_vs_baseline_geomean"], "{:.2f}×"),
@@ -69,7 +75,8 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += _table(head, rows)
     lines += ["", "## Per prompt", ""]
     head = ["prompt", "kind", "mode", "tokens", "tok/s", "speedup", "e2e tok/s", "TTFT ms"]
-    head += ["TTFT ratio", "accept", "mean len", "same text", "peak RSS MB"]
+    head += ["TTFT ratio", "accept", "mean len", "τ", "ceiling", "efficiency", "same text"]
+    head += ["peak RSS MB"]
     rows = []
     for r in report["records"]:
         same = "yes" if r["identical_to_off"] else f"no (token {r['first_divergence']})"
@@ -86,6 +93,9 @@ def to_markdown(report: dict[str, Any]) -> str:
                 _f(r["ttft_ratio_vs_off"]),
                 _pct(r["acceptance_rate"]),
                 _f(r["mean_accepted_length"]),
+                _f(r.get("tau")),
+                _f(r.get("ceiling"), "{:.2f}×"),
+                _f(r.get("efficiency")),
                 same,
                 _f(r["peak_rss_mb"], "{:.0f}"),
             ]
@@ -95,11 +105,35 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += [
         "",
         "speedup = median of per-pair tok/s ratios against the off run measured right before; "
-        "tok/s = decode speed after the first token; TTFT ratio below 1 is faster. "
+        "tok/s = decode speed after the first token; TTFT ratio below 1 is faster; τ = tokens "
+        "per target pass; ceiling = the speedup those passes allow on the cost curve above "
+        "(drafting and host work free); efficiency = speedup / ceiling. "
         "See docs/benchmarks.md.",
         "",
     ]
     return "\n".join(lines)
+
+
+def _curve_lines(report: dict[str, Any]) -> list[str]:
+    """The machine's cost curve and what drafting was priced with."""
+    out = []
+    curve = report.get("cost_curve")
+    if curve:
+        pts = ", ".join(f"{n} → {c:.2f}" for n, c in curve["points"] if n in KEY_POINTS)
+        t1 = _f(curve.get("t1_ms"), "{:.1f} ms")
+        out.append(
+            f"- target cost curve (a decode of n tokens relative to one, one token {t1}): {pts}"
+        )
+    planner = report["settings"].get("planner_cost_curve")
+    if planner == FLAT:
+        out.append(
+            "- **drafting priced with a flat cost curve** (verifying n tokens costs one "
+            "token's time, a GPU's shape): τ is what a GPU would see; the speedups are this "
+            "machine's, not a GPU's. A measurement of drafting, not a speed claim."
+        )
+    elif planner:
+        out.append(f"- drafting priced with the {planner} cost curve")
+    return out
 
 
 def _host_section(report: dict[str, Any]) -> list[str]:
@@ -220,6 +254,16 @@ def _targets_section(report: dict[str, Any]) -> list[str]:
                     f"- {k}, {mode} {_f(mine, '{:.2f}×')} vs the best llama.cpp n-gram mode "
                     f"{_f(best, '{:.2f}×')}: {'met' if ok else 'NOT met'}"
                 )
+    for mode in ("lookup", "auto"):
+        for r in per_prompt(mode, ("edit", "quote")):
+            eff = r.get("efficiency")
+            if eff is None:
+                continue
+            out.append(
+                f"- {r['id']}, {mode}: {_f(r['speedup_vs_off'], '{:.2f}×')} of a "
+                f"{_f(r['ceiling'], '{:.2f}×')} ceiling (τ {_f(r['tau'])}): efficiency "
+                f"{eff:.2f}, target ≥ 0.8: {'met' if eff >= 0.8 else 'NOT met'}"
+            )
     auto = per_prompt("auto")
     if auto:
         worst = min(auto, key=lambda r: r["speedup_vs_off"] or 0.0)

@@ -9,16 +9,23 @@ and slow drift of the machine cancels out. The statistics live in ``bench_report
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
+from specchat.core.bench.results import (
+    PreparedPrompt,
+    RssSampler,
+    RunResult,
+    Variant,
+    tau,
+)
 from specchat.core.bench.suite import BenchPrompt, Suite, SuiteError, load_suite, parse_suite
+from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.engines.local import Engine
 from specchat.core.reply import Reply
-from specchat.core.types import GenerationParams, Mode, acceptance_rate
+from specchat.core.types import GenerationParams, Mode
 
 __all__ = [
     "BenchPrompt",
@@ -26,6 +33,7 @@ __all__ = [
     "BenchSettings",
     "EngineVariant",
     "PreparedPrompt",
+    "RssSampler",
     "RunResult",
     "Suite",
     "SuiteError",
@@ -35,139 +43,12 @@ __all__ = [
     "parse_suite",
     "run_bench",
     "schedule",
+    "tau",
 ]
 
 DEFAULT_MAX_TOKENS = 256
 WARMUP_TOKENS = 8
 REFERENCE = Mode.OFF.value  # the label every other variant is paired with
-
-
-# -- one run --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class PreparedPrompt:
-    """A suite prompt rendered with the target's chat template, as text and as token ids."""
-
-    prompt: BenchPrompt
-    text: str
-    tokens: tuple[int, ...]
-    max_tokens: int
-
-
-@dataclass
-class RunResult:
-    """One measured generation of one variant on one prompt."""
-
-    label: str  # the variant: "off", "draft", "lcpp-py:draft", ...
-    runner: str  # "specchat", "llama-cpp-python", "llama.cpp"
-    mode: str
-    prompt_id: str
-    kind: str
-    repeat: int
-    pair: int  # runs with the same pair number were taken side by side
-    text: str = ""
-    token_ids: list[int] = field(default_factory=list)
-    exact_ids: bool = True  # False: ids re-tokenized from the text (peers)
-    tokens: int = 0
-    prompt_tokens: int = 0
-    tokens_per_s: float = 0.0  # decode speed after the first token
-    e2e_tokens_per_s: float = 0.0  # tokens / (request start -> last token)
-    ttft_s: float | None = None  # None: the runner cannot tell (llama.cpp native)
-    elapsed_s: float = 0.0
-    drafted: int | None = None  # None: the runner does not report it
-    accepted: int | None = None
-    verify_steps: int | None = None
-    verify_tokens: int | None = None  # tokens the verification passes produced
-    host_ms_per_token: float | None = None  # wall time outside llama_decode, per token
-    decode_host_ms: float | None = None  # the same after the first token, per token after it
-    setup_host_ms: float | None = None  # host time before the first token, per request
-    finish_reason: str | None = None
-    peak_rss_bytes: int = 0
-    start_rss_bytes: int = 0
-    note: str = ""
-
-    @property
-    def acceptance_rate(self) -> float | None:
-        return acceptance_rate(self.drafted, self.accepted)
-
-    def as_dict(self, with_text: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.prompt_id,
-            "kind": self.kind,
-            "mode": self.label,
-            "runner": self.runner,
-            "speculation": self.mode,
-            "repeat": self.repeat,
-            "pair": self.pair,
-            "tokens": self.tokens,
-            "prompt_tokens": self.prompt_tokens,
-            "tokens_per_s": _r(self.tokens_per_s, 3),
-            "e2e_tokens_per_s": _r(self.e2e_tokens_per_s, 3),
-            "ttft_s": _r(self.ttft_s, 4),
-            "total_s": _r(self.elapsed_s, 4),
-            "drafted": self.drafted,
-            "accepted": self.accepted,
-            "acceptance_rate": _r(self.acceptance_rate, 4),
-            "host_ms_per_token": _r(self.host_ms_per_token, 4),
-            "finish_reason": self.finish_reason,
-            "peak_rss_mb": _r(self.peak_rss_bytes / 2**20, 1),
-            "note": self.note,
-        }
-        if with_text:
-            out["text"] = self.text
-        return out
-
-
-def _r(x: float | None, nd: int) -> float | None:
-    return None if x is None else round(x, nd)
-
-
-class Variant(Protocol):
-    """Something the runner can measure: a speculation mode of our engine, or a peer."""
-
-    label: str
-    runner: str
-    mode: str
-    baseline: str | None  # label of the variant's own no-speculation baseline, if any
-
-    def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult: ...
-
-    def close(self) -> None: ...
-
-
-class RssSampler:
-    """Samples a process's resident set every `interval` seconds while active; `peak` is the
-    largest value seen. (ru_maxrss only ever grows, so it cannot give a per-run peak.)"""
-
-    def __init__(self, pid: int | None = None, interval: float = 0.01) -> None:
-        import psutil
-
-        self._proc = psutil.Process(pid)
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.start_rss = self._rss()
-        self.peak = self.start_rss
-
-    def _rss(self) -> int:
-        try:
-            return int(self._proc.memory_info().rss)
-        except Exception:  # the process ended
-            return 0
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.peak = max(self.peak, self._rss())
-
-    def __enter__(self) -> RssSampler:
-        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.peak = max(self.peak, self._rss())
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
 
 class EngineVariant:
@@ -186,22 +67,11 @@ class EngineVariant:
         with RssSampler() as rss:
             reply = Reply.collect(self.engine.generate_tokens(prompt.tokens, params, self.mode))
         st = reply.final_stats
-        return RunResult(
-            label=self.label,
-            runner=self.runner,
-            mode=self.mode,
-            prompt_id=prompt.prompt.id,
-            kind=prompt.prompt.kind,
-            repeat=0,
-            pair=0,
-            text=reply.text,
+        return RunResult.of_reply(
+            self,
+            prompt,
+            reply,
             token_ids=reply.token_ids,
-            tokens=st.tokens,
-            prompt_tokens=st.prompt_tokens,
-            tokens_per_s=st.tokens_per_s,
-            e2e_tokens_per_s=st.tokens / st.elapsed_s if st.elapsed_s > 0 else 0.0,
-            ttft_s=st.ttft_s,
-            elapsed_s=st.elapsed_s,
             drafted=st.drafted,
             accepted=st.accepted,
             verify_steps=st.verify_steps,
@@ -209,10 +79,10 @@ class EngineVariant:
             host_ms_per_token=st.host_ms_per_token,
             decode_host_ms=st.decode_host_ms_per_token,
             setup_host_ms=st.setup_host_ms,
-            finish_reason=reply.finish_reason.value if reply.finish_reason else None,
+            plain_steps=st.target_steps - st.verify_steps,
+            draft_pos_proposed=list(st.draft_pos_proposed),
             peak_rss_bytes=rss.peak,
             start_rss_bytes=rss.start_rss,
-            note=st.note,
         )
 
     def close(self) -> None:
@@ -254,6 +124,8 @@ class BenchRun:
     duration_s: float
     planned_runs: int = 0
     interrupted: bool = False  # stopped early (Ctrl+C or cancel): the report is partial
+    cost_curve: CostCurve | None = None  # the machine's, measured: the report's ceilings
+    planner_curve: str | None = None  # what drafting was priced with: measured, flat, online
 
 
 def prepare(engine: Engine, prompt: BenchPrompt, settings: BenchSettings) -> PreparedPrompt:
@@ -319,8 +191,11 @@ def run_bench(
     on_run: OnRun | None = None,
     cancel: Callable[[], bool] | None = None,
     pairing: str = "block",
+    cost_curve: CostCurve | None = None,
 ) -> BenchRun:
-    """Measure `modes` of `engine` (and any peer variants) on every prompt of `suite`."""
+    """Measure `modes` of `engine` (and any peer variants) on every prompt of `suite`.
+    `cost_curve`: the machine's, measured, for the report's ceilings (the planner uses what
+    the engine was given: `Engine.use_cost_curve`)."""
     settings = BenchSettings(repeats, max_tokens, params or GenerationParams(), warmup).validate()
     mode_labels = parse_modes(modes)
     if Mode.DRAFT.value in mode_labels and not engine.has_draft:
@@ -331,7 +206,7 @@ def run_bench(
             raise ValueError(f"two variants are called {peer.label!r}")
         variants[peer.label] = peer
     prompts = [prepare(engine, p, settings) for p in suite.prompts]
-    return measure(
+    bench = measure(
         variants,
         suite,
         prompts,
@@ -341,6 +216,10 @@ def run_bench(
         cancel=cancel,
         fatal=lambda v: isinstance(v, EngineVariant),
     )
+    bench.cost_curve = cost_curve
+    planner = engine.cost_curve
+    bench.planner_curve = "online" if planner is None else planner.source
+    return bench
 
 
 def measure(

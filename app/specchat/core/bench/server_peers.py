@@ -141,29 +141,17 @@ class LlamaServerPeer:
         timings = final.get("timings", {})
         text = "".join(pieces)
         n = int(timings.get("predicted_n") or 0) or len(self._retokenize(text))
-        result = RunResult(
-            label=self.label,
-            runner=self.runner,
-            mode=self.mode,
-            prompt_id=prompt.prompt.id,
-            kind=prompt.prompt.kind,
-            repeat=0,
-            pair=0,
+        result = RunResult.of(
+            self,
+            prompt,
             text=text,
             token_ids=self._retokenize(text),
             exact_ids=False,
             tokens=n,
-            prompt_tokens=len(prompt.tokens),
             peak_rss_bytes=rss.peak,
             start_rss_bytes=rss.start_rss,
             finish_reason="length" if final.get("stop_type") == "limit" else "stop",
-        )
-        if t_first is not None and t_last is not None:
-            result.ttft_s = t_first - t0
-            result.elapsed_s = t_last - t0
-            result.e2e_tokens_per_s = n / result.elapsed_s if result.elapsed_s > 0 else 0.0
-            span = t_last - t_first
-            result.tokens_per_s = (n - 1) / span if n >= 2 and span > 0 else 0.0
+        ).timed(t0, t_first, t_last)
         if "draft_n" in timings:  # absent: the server drafted nothing
             result.drafted = int(timings["draft_n"])
             result.accepted = int(timings.get("draft_n_accepted", 0))

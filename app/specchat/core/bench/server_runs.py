@@ -57,29 +57,16 @@ class RemoteVariant:
         reply = Reply.collect(self.engine.generate(prompt.prompt.messages(), params, self.mode))
         st = reply.final_stats
         drafted = st.drafted if st.figures != "none" else None
-        return RunResult(
-            label=self.label,
-            runner=self.runner,
+        return RunResult.of_reply(
+            self,
+            prompt,
+            reply,
             mode=st.mode,
-            prompt_id=prompt.prompt.id,
-            kind=prompt.prompt.kind,
-            repeat=0,
-            pair=0,
-            text=reply.text,
-            token_ids=[],
             exact_ids=False,
-            tokens=st.tokens,
-            prompt_tokens=st.prompt_tokens,
-            tokens_per_s=st.tokens_per_s,
-            e2e_tokens_per_s=st.tokens / st.elapsed_s if st.elapsed_s > 0 else 0.0,
-            ttft_s=st.ttft_s,
-            elapsed_s=st.elapsed_s,
             drafted=drafted,
             accepted=st.accepted if drafted is not None else None,
             verify_steps=st.verify_steps if drafted and st.verify_steps else None,
             verify_tokens=st.verify_tokens if drafted and st.verify_steps else None,
-            finish_reason=reply.finish_reason.value if reply.finish_reason else None,
-            note=st.note,
         )
 
     def close(self) -> None:

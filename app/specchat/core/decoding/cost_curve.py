@@ -146,11 +146,11 @@ def measure_cost_curve(
     if repeats < 1:
         raise CostCurveError("repeats must be at least 1")
     n0 = len(rt.cache)
-    base = max(n0, _FILLER)
-    if base + ns[-1] > rt.n_ctx:
+    if n0 + ns[-1] > rt.n_ctx:
         raise CostCurveError(
-            f"no room to measure the cost curve: {base} + {ns[-1]} tokens > {rt.n_ctx}"
+            f"no room to measure the cost curve: {n0} + {ns[-1]} tokens > {rt.n_ctx}"
         )
+    base = max(n0, min(_FILLER, rt.n_ctx - ns[-1]))
     tok = _filler(rt)
     try:
         if n0 < base:  # what the cache holds stays; filler after it, cut off at the end

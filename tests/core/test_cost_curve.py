@@ -1,0 +1,130 @@
+"""The target's cost curve: measured on the real model without disturbing its cache, and the
+ceiling a bench report sets beside each measured speedup."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specchat.core.bench.report import build_report, models_info
+from specchat.core.bench.runner import load_suite, run_bench
+from specchat.core.decoding.backend_sampler import ROWS_MAX
+from specchat.core.decoding.cost_curve import (
+    FLAT,
+    CostCurve,
+    CostCurveError,
+    ceiling,
+    default_ns,
+    measure_cost_curve,
+    passes_by_length,
+)
+
+CPU = CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (9, 7.47), (17, 11.5)))
+
+
+def test_between_and_beyond_the_measured_points() -> None:
+    curve = CostCurve(((1, 1.0), (5, 4.0), (9, 7.0)))
+    assert curve.rel(1) == 1.0 and curve.rel(0) == 1.0
+    assert curve.rel(3) == pytest.approx(2.5)  # halfway from 1 to 4
+    assert curve.rel(9) == pytest.approx(7.0)
+    assert curve.rel(13) == pytest.approx(10.0)  # the last segment's slope, 0.75 a token
+    assert CostCurve.flat().rel(65) == 1.0
+    assert curve.table(4) == [1.0, 1.0, 1.75, 2.5, 3.25]
+
+
+@pytest.mark.parametrize(
+    "points",
+    [((2, 1.5),), ((1, 1.0), (3, 2.0), (2, 1.5)), ((1, 1.0), (2, 0.0)), ()],
+)
+def test_a_malformed_curve_is_refused(points) -> None:
+    with pytest.raises(CostCurveError):
+        CostCurve(points)
+
+
+def test_passes_per_draft_length_from_the_position_counts() -> None:
+    # 5 passes drafted >= 1 token, 3 >= 2, 3 >= 3, 1 >= 4: two of 1, none of 2, two of 3,
+    # one of 4.
+    assert passes_by_length([5, 3, 3, 1]) == [2, 0, 2, 1]
+    assert passes_by_length([]) == []
+
+
+def test_the_ceiling_prices_each_pass_on_the_curve() -> None:
+    # 10 plain passes, two verifying 2 drafted tokens (3 rows) and two verifying 3 (4 rows):
+    # 10 + 2 * c(3) + 2 * c(4), c(3) = 1.73 + 2.26 / 3 = 2.4833, c(4) = 3.2367: 21.44
+    # one-token decodes for 24 tokens after the first.
+    assert ceiling(CPU, 25, [4, 4, 2], 10) == pytest.approx(24 / 21.44, rel=1e-4)
+    # flat: every pass costs one token, the ceiling is tokens per pass
+    assert ceiling(CostCurve.flat(), 25, [4, 4, 2], 10) == pytest.approx(24 / 14)
+    assert ceiling(CPU, 1, [], 0) is None
+
+
+def test_default_points_stay_within_one_decodes_rows() -> None:
+    assert default_ns(8) == list(range(1, 10))
+    ns = default_ns(64)
+    assert ns[0] == 1 and ns[-1] == min(65, ROWS_MAX) and ns == sorted(set(ns))
+
+
+def test_measuring_leaves_the_cache_as_it_was(engine) -> None:
+    rt = engine.target
+    rt.use_sampler(None)  # raw logits, to compare what the cache gives before and after
+    rt.reset()
+    prompt = rt.tokenize("def add(a, b):\n    return", add_special=True)
+    rt.decode(prompt, logits_for="last")
+    before = np.array(rt.decode([rt.tokenize(" a", add_special=False)[0]], logits_for="all"))
+    rt.truncate(len(prompt))
+    curve = measure_cost_curve(rt, [1, 2, 3], repeats=1)
+    assert rt.cache == prompt
+    after = np.array(rt.decode([rt.tokenize(" a", add_special=False)[0]], logits_for="all"))
+    np.testing.assert_array_equal(after, before)  # the filler and timed decodes are gone
+    assert [n for n, _ in curve.points] == [1, 2, 3]
+    assert curve.points[0] == (1, 1.0) and curve.t1_s is not None and curve.t1_s > 0
+    rels = [c for _, c in curve.points]
+    assert rels == sorted(rels)  # a batch is never priced below a smaller one
+    rt.reset()
+
+
+def test_measuring_refuses_what_one_decode_cannot_do(engine) -> None:
+    with pytest.raises(CostCurveError, match="rows"):
+        measure_cost_curve(engine.target, [1, ROWS_MAX + 1])
+    with pytest.raises(CostCurveError, match="repeats"):
+        measure_cost_curve(engine.target, [1, 2], repeats=0)
+
+
+def test_a_bench_report_sets_tau_and_the_ceiling_beside_the_speedup(engine) -> None:
+    curve = measure_cost_curve(engine.target, [1, 2, 3, 5, 9], repeats=1)
+    suite = load_suite().select(["edit-rename"])
+    engine.use_cost_curve(CostCurve.flat())
+    try:
+        bench = run_bench(
+            engine, suite, "off,lookup", 1, max_tokens=24, warmup=False, cost_curve=curve
+        )
+        flat = run_bench(
+            engine,
+            suite,
+            "off,lookup",
+            1,
+            max_tokens=24,
+            warmup=False,
+            cost_curve=CostCurve.flat(),
+        )
+    finally:
+        engine.use_cost_curve(None)
+    assert bench.planner_curve == FLAT
+    report = build_report(bench, models=models_info(engine), argv=["bench"])
+    assert report["settings"]["planner_cost_curve"] == FLAT
+    assert report["cost_curve"]["points"][0] == [1, 1.0]
+    recs = {r["mode"]: r for r in report["records"]}
+    off, lookup = recs["off"], recs["lookup"]
+    assert off["tau"] == 1.0 and off["ceiling"] == pytest.approx(1.0)
+    run = next(r for r in bench.runs if r.label == "lookup")
+    assert run.accepted, "the edit prompt repeats its code: lookup must draft and keep some"
+    assert lookup["tau"] == pytest.approx(run.tokens / (run.tokens - run.accepted))
+    # every pass costs at least one token's time: the ceiling is at most tokens per pass
+    passes = run.plain_steps + run.verify_steps
+    assert lookup["ceiling"] <= (run.tokens - 1) / passes + 1e-9
+    assert lookup["efficiency"] == pytest.approx(lookup["speedup_vs_off"] / lookup["ceiling"])
+    # on the flat curve the ceiling is the tokens per pass the decoder counted
+    frun = next(r for r in flat.runs if r.label == "lookup")
+    fpasses = frun.plain_steps + frun.verify_steps
+    frec = next(r for r in build_report(flat, models={})["records"] if r["mode"] == "lookup")
+    assert frec["ceiling"] == pytest.approx((frun.tokens - 1) / fpasses)
