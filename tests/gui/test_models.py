@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 import types
 from pathlib import Path
 
@@ -52,17 +51,18 @@ def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> 
     qtbot.addWidget(w)
     w.show()
     try:
-        # target alone, loaded on the inference thread while the window keeps ticking
-        ticks: list[float] = []
+        # target alone, loaded on the inference thread while the window's event loop turns:
+        # a zero-interval timer runs whenever the loop is free, so it must run while the
+        # controller is still loading (a load on the GUI thread would let it run only after)
+        during: list[bool] = []
         timer = QTimer()
-        timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
-        timer.start(20)
+        timer.timeout.connect(lambda: during.append(w.controller.loading_models))
+        timer.start(0)
         w.loader.load(target, None)
-        assert w.models_panel.progress.isVisible() or not w.controller.loading_models
+        assert w.controller.loading_models, "the load finished before load() returned"
         wait_loaded(qtbot, w)
         timer.stop()
-        gaps = [b - a for a, b in zip(ticks, ticks[1:], strict=False)]
-        assert len(ticks) >= 5 and max(gaps) < 0.25, f"window froze {max(gaps):.2f} s"
+        assert any(during), "the event loop did not run while the model loaded"
         qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)
         assert w.models.target is not None and w.models.draft is None
         assert "Draft:</b> <i>none" in w.models_panel.label.text()
