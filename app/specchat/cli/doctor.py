@@ -15,6 +15,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "free disk, Qt's system libraries, and what to do about anything missing.",
     )
     d.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    d.add_argument(
+        "--cost-curve",
+        action="store_true",
+        help="also load the default target and measure its cost curve here (a few seconds): "
+        "what one decode of n tokens costs relative to one (docs/benchmarks.md)",
+    )
     d.set_defaults(func=cmd_doctor)
 
 
@@ -22,8 +28,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from specchat.core.doctor import gather, render, to_dict
 
     facts = gather()
+    curve = _cost_curve(bool(facts.backend.gpu_offload)) if args.cost_curve else None
     if args.json:
-        print(json.dumps(to_dict(facts), indent=2, default=str))
+        out = to_dict(facts)
+        out["cost_curve"] = curve.as_dict() if curve is not None else None
+        print(json.dumps(out, indent=2, default=str))
     else:
         print(render(facts))
+        if curve is not None:
+            print(f"\nTarget cost curve: {curve.describe()}")
     return 0
+
+
+def _cost_curve(gpu: bool):
+    from specchat.cli.common import default_pair_paths
+    from specchat.core.decoding.cost_curve import measure_model
+
+    target = default_pair_paths()[0]
+    if not target.is_file():
+        raise FileNotFoundError(f"the default target is not installed: {target}")
+    return measure_model(target, gpu_layers=-1 if gpu else 0)

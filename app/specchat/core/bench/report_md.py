@@ -73,7 +73,22 @@ def to_markdown(report: dict[str, Any]) -> str:
         row += [_f(o["speedup_by_kind"].get(k), "{:.2f}×") for k in kinds]
         rows.append(row)
     lines += _table(head, rows)
-    lines += ["", "## Per prompt", ""]
+    lines += _per_prompt_section(report)
+    lines += _host_section(report) + _ngram_section(report) + _targets_section(report)
+    lines += [
+        "",
+        "speedup = median of per-pair tok/s ratios against the off run measured right before; "
+        "tok/s = decode speed after the first token; TTFT ratio below 1 is faster; τ = tokens "
+        "per target pass; ceiling = the speedup those passes allow on the cost curve above "
+        "(drafting and host work free); efficiency = speedup / ceiling. "
+        "See docs/benchmarks.md.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _per_prompt_section(report: dict[str, Any]) -> list[str]:
+    lines = ["", "## Per prompt", ""]
     head = ["prompt", "kind", "mode", "tokens", "tok/s", "speedup", "e2e tok/s", "TTFT ms"]
     head += ["TTFT ratio", "accept", "mean len", "τ", "ceiling", "efficiency", "same text"]
     head += ["peak RSS MB"]
@@ -101,17 +116,7 @@ def to_markdown(report: dict[str, Any]) -> str:
             ]
         )
     lines += _table(head, rows)
-    lines += _host_section(report) + _ngram_section(report) + _targets_section(report)
-    lines += [
-        "",
-        "speedup = median of per-pair tok/s ratios against the off run measured right before; "
-        "tok/s = decode speed after the first token; TTFT ratio below 1 is faster; τ = tokens "
-        "per target pass; ceiling = the speedup those passes allow on the cost curve above "
-        "(drafting and host work free); efficiency = speedup / ceiling. "
-        "See docs/benchmarks.md.",
-        "",
-    ]
-    return "\n".join(lines)
+    return lines
 
 
 def _curve_lines(report: dict[str, Any]) -> list[str]:

@@ -14,12 +14,13 @@ to what it held before. `CostCurve.flat()` is the GPU shape: every n costs one t
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specchat.core.decoding.backend_sampler import ROWS_MAX
-from specchat.core.decoding.runtime import ModelRuntime
+from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
 
 MEASURED = "measured"
 FLAT = "flat"
@@ -176,3 +177,15 @@ def measure_cost_curve(
         top = max(top, best[n] / t1) if n > 1 else 1.0
         points.append((n, top))
     return CostCurve(tuple(points), MEASURED, t1)
+
+
+def measure_model(
+    path: str | os.PathLike[str], *, k_max: int = 16, repeats: int = 3, gpu_layers: int = 0
+) -> CostCurve:
+    """Load a model on its own (a small context), measure its cost curve, close it: for
+    `specchat-cli doctor --cost-curve`."""
+    rt = ModelRuntime(path, RuntimeConfig(n_ctx=512, n_gpu_layers=gpu_layers))
+    try:
+        return measure_cost_curve(rt, repeats=repeats, k_max=k_max)
+    finally:
+        rt.close()
