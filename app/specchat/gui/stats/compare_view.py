@@ -1,8 +1,10 @@
 """Side-by-side comparison window: the same prompt with speculation off, then on.
 
-The two passes run one after the other on the inference thread
-(`core.bench.compare.run_comparison`) and stream into two panes; then a table shows what was
-measured and whether the texts match.
+The passes alternate off and on in several short rounds on the inference thread
+(`core.bench.compare.run_comparison`); the first round streams into two panes, the later ones
+only measure. Then a table shows what was measured, and the summary gives the median speedup
+with its spread, or no figure and why (another process took the CPU, the rounds disagree), and
+whether the texts match. The widgets and texts are in `compare_parts`.
 """
 
 from __future__ import annotations
@@ -12,102 +14,30 @@ import random
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QFileDialog,
     QGridLayout,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPlainTextEdit,
     QPushButton,
     QSplitter,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
-from specchat.core.bench.compare import CompareResult, PassResult
+from specchat.core.bench.compare import DEFAULT_ROUNDS, CompareResult
 from specchat.core.engines.local import Message
-from specchat.core.reply import Reply
 from specchat.core.state.settings import Settings
 from specchat.core.types import Mode, TokenEvent
-from specchat.gui.chat.render import append_text, theme_for
-from specchat.gui.stats.stats_text import (
-    NONE,
-    acceptance_text,
-    mean_accepted_text,
-    mode_label,
-    ttft_text,
-)
+from specchat.gui.stats.compare_parts import Pane, fill_table, make_table, summary_text
+from specchat.gui.stats.stats_text import mode_label
 from specchat.gui.threads.engine import EngineController
 
-ROWS = [
-    "Tokens/s",
-    "Time to first token",
-    "Total time",
-    "Tokens",
-    "Acceptance rate",
-    "Mean accepted length",
-    "Finish",
-]
-
-
-def _fmt(p: PassResult, row: str) -> str:
-    st = p.stats
-    if row == "Tokens/s":
-        return f"{st.tokens_per_s:.2f}"
-    if row == "Time to first token":
-        return ttft_text(st)
-    if row == "Total time":
-        return f"{st.elapsed_s:.2f} s"
-    if row == "Tokens":
-        return str(st.tokens)
-    if row == "Acceptance rate":
-        return acceptance_text(st, digits=1)
-    if row == "Mean accepted length":
-        return mean_accepted_text(st)
-    return p.finish_reason or NONE
-
-
-class _Pane(QWidget):
-    def __init__(self, title: str) -> None:
-        super().__init__()
-        self.title = QLabel(f"<b>{title}</b>")
-        self.live = QLabel("waiting")
-        self.live.setObjectName("paneLive")
-        self.text = QPlainTextEdit()
-        self.text.setReadOnly(True)
-        self.text.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
-        self.reply = Reply()
-        top = QHBoxLayout()
-        top.addWidget(self.title)
-        top.addStretch(1)
-        top.addWidget(self.live)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.addLayout(top)
-        lay.addWidget(self.text)
-
-    def clear(self, title: str) -> None:
-        self.title.setText(f"<b>{title}</b>")
-        self.text.clear()
-        self.reply = Reply()
-        self.live.setText("waiting")
-
-    def append(self, ev: TokenEvent, highlight_draft: bool) -> None:
-        self.reply.add(ev)
-        doc, theme = self.text.document(), theme_for(self.palette())
-        for text, from_draft in ev.segments:
-            append_text(doc, text, draft=highlight_draft and from_draft, theme=theme)
-
-    def show_live(self) -> None:
-        st = self.reply.stats
-        if st is not None:
-            self.live.setText(f"{st.tokens} tokens · {st.tokens_per_s:.1f} tok/s")
+ROUND_TOKENS = 128  # each pass of a round stops here, even when replies may be longer
 
 
 class CompareDialog(QDialog):
@@ -125,14 +55,24 @@ class CompareDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Compare: speculation off vs on")
         self.setObjectName("compareDialog")
-        self.resize(1000, 720)
+        self.resize(1000, 760)
         self.engine = engine
         self.settings = settings
         self.system_prompt = system_prompt
         self.compare_result: CompareResult | None = None
         self.rid: int | None = None
         self.seed: int | None = None
+        self._build_controls(prompt, mode, has_draft)
+        self._build_layout()
+        self._timer = QTimer(self)
+        self._timer.setInterval(250)
+        self._timer.timeout.connect(self._show_live)
+        engine.compareEvent.connect(self._on_event)
+        engine.compareFinished.connect(self._on_finished)
+        engine.failed.connect(self._on_failed)
+        self._update_buttons()
 
+    def _build_controls(self, prompt: str, mode: Mode, has_draft: bool) -> None:
         self.prompt = QPlainTextEdit(prompt)
         self.prompt.setPlaceholderText("Prompt to compare")
         self.prompt.setMaximumHeight(80)
@@ -160,28 +100,21 @@ class CompareDialog(QDialog):
         self.save_button.clicked.connect(self.save_json_dialog)
         self.close_button = QPushButton("Close")
         self.close_button.clicked.connect(self.close)
-
-        self.off_pane = _Pane("Speculation off")
-        self.on_pane = _Pane(mode_label(mode))
-        panes = QSplitter(Qt.Orientation.Horizontal)
-        panes.addWidget(self.off_pane)
-        panes.addWidget(self.on_pane)
-
-        self.table = QTableWidget(len(ROWS), 2)
-        self.table.setObjectName("compareTable")
-        self.table.setHorizontalHeaderLabels(["Speculation off", "Speculation on"])
-        self.table.setVerticalHeaderLabels(ROWS)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
-        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
-        self.table.setMinimumHeight(self.table.verticalHeader().length() + 30)
+        self.off_pane = Pane("Speculation off")
+        self.on_pane = Pane(mode_label(mode))
+        self.table = make_table()
         self.summary = QLabel(
-            "Runs the prompt twice with the same seed and settings, "
-            "speculation off and then on, each from a cold cache."
+            f"Runs the prompt {DEFAULT_ROUNDS} times each way with the same seed and settings, "
+            "speculation off and then on in turn, each from a cold cache."
         )
         self.summary.setObjectName("compareSummary")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
+    def _build_layout(self) -> None:
+        panes = QSplitter(Qt.Orientation.Horizontal)
+        panes.addWidget(self.off_pane)
+        panes.addWidget(self.on_pane)
         top = QGridLayout()
         top.addWidget(QLabel("Prompt"), 0, 0, Qt.AlignmentFlag.AlignTop)
         top.addWidget(self.prompt, 0, 1, 1, 3)
@@ -199,14 +132,6 @@ class CompareDialog(QDialog):
         lay.addWidget(self.table, 2)
         lay.addWidget(self.summary)
         lay.addLayout(buttons)
-
-        self._timer = QTimer(self)
-        self._timer.setInterval(250)
-        self._timer.timeout.connect(self._show_live)
-        engine.compareEvent.connect(self._on_event)
-        engine.compareFinished.connect(self._on_finished)
-        engine.failed.connect(self._on_failed)
-        self._update_buttons()
 
     # -- running ----------------------------------------------------------------------------
     @property
@@ -231,7 +156,9 @@ class CompareDialog(QDialog):
             return
         params = self.settings.generation_params()
         self.seed = params.seed if params.seed is not None else random.randrange(2**31)
-        params = params.with_(seed=self.seed, record_top2=True)
+        params = params.with_(
+            seed=self.seed, record_top2=True, max_tokens=min(params.max_tokens, ROUND_TOKENS)
+        )
         mode = self.mode()
         self.compare_result = None
         self.off_pane.clear("Speculation off")
@@ -239,7 +166,8 @@ class CompareDialog(QDialog):
         self.table.setHorizontalHeaderLabels(["Speculation off", mode_label(mode)])
         self.table.clearContents()
         self.summary.setText(
-            f"Running: speculation off first, then {mode_label(mode)} (seed {self.seed})…"
+            f"Running round 1 of {DEFAULT_ROUNDS}: speculation off first, then "
+            f"{mode_label(mode)} (seed {self.seed})…"
         )
         self.rid = self.engine.compare(self.messages(), params, mode)
         self._timer.start()
@@ -254,6 +182,10 @@ class CompareDialog(QDialog):
         if rid != self.rid:
             return
         (self.off_pane if name == "off" else self.on_pane).append(ev, name == "on")
+        if name == "on" and ev.finish_reason is not None and DEFAULT_ROUNDS > 1:
+            self.summary.setText(
+                f"Round 1 is shown; measuring rounds 2 to {DEFAULT_ROUNDS} (not shown)…"
+            )
 
     def _show_live(self) -> None:
         self.off_pane.show_live()
@@ -280,36 +212,11 @@ class CompareDialog(QDialog):
         self._update_buttons()
 
     def _fill(self, r: CompareResult) -> None:
-        for row, name in enumerate(ROWS):
-            for col, p in enumerate((r.off, r.on)):
-                item = QTableWidgetItem(
-                    _fmt(p, name) if p.stats.tokens or name == "Finish" else NONE
-                )
-                item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
-                self.table.setItem(row, col, item)
+        fill_table(self.table, r)
         self.summary.setText(self.summary_text(r))
 
     def summary_text(self, r: CompareResult) -> str:
-        if r.cancelled:
-            return "Stopped before both passes finished; the figures are partial."
-        sp = r.speedup
-        lines = [
-            f"Speedup: ×{sp:.2f} ({r.on.tokens_per_s:.1f} vs {r.off.tokens_per_s:.1f} tokens/s)"
-            if sp is not None
-            else f"Speedup: {NONE}",
-            f"Seed {self.seed}, temperature {r.params.temperature:g}.",
-        ]
-        if r.identical:
-            lines.append("The two texts are identical.")
-        elif r.divergence is not None:
-            d = r.divergence
-            gap = NONE if d.off_gap is None else f"{d.off_gap:.3f}"
-            lines.append(
-                f"The texts differ from token {d.index}: off chose {d.off_token!r}, "
-                f"{mode_label(r.on.mode)} chose {d.on_token!r} (target's top-2 logit gap {gap})."
-            )
-            lines.append(d.explanation[0].upper() + d.explanation[1:] + ".")
-        return "\n".join(lines)
+        return summary_text(r, self.seed)
 
     # -- export -----------------------------------------------------------------------------
     def result_json(self) -> str:
