@@ -58,6 +58,14 @@ def test_the_ceiling_prices_each_pass_on_the_curve() -> None:
     assert ceiling(CPU, 1, [], 0) is None
 
 
+def test_a_curve_measured_on_a_busy_machine_says_so() -> None:
+    quiet = CostCurve(CPU.points, t1_s=0.04, others_share=0.02)
+    busy = CostCurve(CPU.points, t1_s=0.04, others_share=0.5)
+    assert "other programs" not in quiet.describe()
+    assert "other programs used 50% of the CPU" in busy.describe()
+    assert busy.as_dict()["others_share"] == 0.5
+
+
 def test_default_points_stay_within_one_decodes_rows() -> None:
     assert default_ns(8) == list(range(1, 10))
     ns = default_ns(64)

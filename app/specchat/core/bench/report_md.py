@@ -6,6 +6,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from specchat.core.decoding.cost_curve import FLAT, KEY_POINTS
+from specchat.core.machine.busy import BUSY_SHARE
 from specchat.core.units import format_bytes
 
 
@@ -129,6 +130,12 @@ def _curve_lines(report: dict[str, Any]) -> list[str]:
         out.append(
             f"- target cost curve (a decode of n tokens relative to one, one token {t1}): {pts}"
         )
+        share = curve.get("others_share")
+        if share is not None and share > BUSY_SHARE:
+            out.append(
+                f"- **the cost curve was measured while other programs used {share:.0%} of the "
+                "CPU**: it is flatter than a quiet machine's, and the ceilings with it"
+            )
     planner = report["settings"].get("planner_cost_curve")
     if planner == FLAT:
         out.append(

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from specchat.core.decoding.backend_sampler import ROWS_MAX
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
+from specchat.core.machine.busy import BUSY_SHARE, CpuMeter
 
 MEASURED = "measured"
 FLAT = "flat"
@@ -42,6 +43,7 @@ class CostCurve:
     points: tuple[tuple[int, float], ...]  # (n, relative cost), n ascending, starting (1, 1.0)
     source: str = MEASURED  # MEASURED or FLAT
     t1_s: float | None = None  # seconds of a one-token decode when it was measured
+    others_share: float | None = None  # other programs' share of the CPU while it was measured
 
     def __post_init__(self) -> None:
         ns = [n for n, _ in self.points]
@@ -84,13 +86,28 @@ class CostCurve:
             return "flat (verifying n tokens costs one token's time: a GPU's shape)"
         pts = ", ".join(f"{n} → {c:.2f}" for n, c in self.key_points(up_to))
         t1 = f"; one token {self.t1_s * 1000:.1f} ms" if self.t1_s else ""
-        return f"cost of a decode of n tokens relative to one: {pts}{t1}"
+        return f"cost of a decode of n tokens relative to one: {pts}{t1}{self.warning()}"
+
+    @property
+    def disturbed(self) -> bool:
+        return self.others_share is not None and self.others_share > BUSY_SHARE
+
+    def warning(self) -> str:
+        """What to make of a curve measured while other programs used the CPU."""
+        if not self.disturbed:
+            return ""
+        return (
+            f" (measured while other programs used {self.others_share:.0%} of the CPU: not "
+            "this machine's quiet curve; on the 2-core machine this was written on, busy "
+            "curves came out flatter)"
+        )
 
     def as_dict(self) -> dict[str, object]:
         return {
             "source": self.source,
             "t1_ms": None if self.t1_s is None else self.t1_s * 1000,
             "points": [[n, c] for n, c in self.points],
+            "others_share": self.others_share,
         }
 
 
@@ -159,14 +176,15 @@ def measure_cost_curve(
         rt.decode(tok[: ns[-1]], logits_for="all")  # warm-up: buffers sized, weights touched
         rt.truncate(base)
         times: dict[int, list[float]] = {n: [] for n in ns}
-        for _ in range(repeats):
-            for n in ns:
-                before = rt.llama_s
-                t0 = time.perf_counter()
-                rt.decode(tok[:n], logits_for="all")
-                spent = rt.llama_s - before
-                times[n].append(spent if spent > 0 else time.perf_counter() - t0)
-                rt.truncate(base)
+        with CpuMeter(name_processes=False) as meter:
+            for _ in range(repeats):
+                for n in ns:
+                    before = rt.llama_s
+                    t0 = time.perf_counter()
+                    rt.decode(tok[:n], logits_for="all")
+                    spent = rt.llama_s - before
+                    times[n].append(spent if spent > 0 else time.perf_counter() - t0)
+                    rt.truncate(base)
     finally:
         rt.truncate(n0)
     best = {n: min(v) for n, v in times.items()}
@@ -176,7 +194,8 @@ def measure_cost_curve(
     for n in ns:  # a batch never costs less than a smaller one (noise aside)
         top = max(top, best[n] / t1) if n > 1 else 1.0
         points.append((n, top))
-    return CostCurve(tuple(points), MEASURED, t1)
+    share = meter.use.others_share if meter.use is not None else None
+    return CostCurve(tuple(points), MEASURED, t1, share)
 
 
 def measure_model(
