@@ -121,6 +121,7 @@ def test_load_report_from_llama_cpps_log(model_paths) -> None:
     rt.close()
     report = log.report()
     assert report.where() == "CPU" and report.device_bytes("model") == 0
+    assert rt.where == "CPU"  # what the model panel shows (tests/gpu: "Vulkan0 (…): n/n layers")
     host_model = report.device_bytes("model", on_device=False)
     size = model_paths[1].stat().st_size
     assert 0.9 * size < host_model < 1.1 * size, (host_model, size)

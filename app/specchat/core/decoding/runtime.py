@@ -35,6 +35,7 @@ from specchat.core.decoding.config import (
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
+from specchat.core.machine.llama_log import capture
 
 __all__ = [
     "ContextFullError",
@@ -96,7 +97,9 @@ class ModelRuntime:
             raise ModelLoadError(special.message)
         _init_backend()
         llama_cpp = _llama()
-        self._model = self._load_model(llama_cpp)
+        with capture() as load_log:  # llama.cpp's own account of where the layers went
+            self._model = self._load_model(llama_cpp)
+        self.where = load_log.report().where()  # "CPU", "Vulkan0 (llvmpipe): 29/29 layers"
         n_train = self.info.context_length or self.config.n_ctx
         self.n_ctx = min(self.config.n_ctx, n_train) if n_train else self.config.n_ctx
         self.n_threads = self.config.threads()

@@ -49,6 +49,7 @@ class LoadedModelInfo:
     n_ctx: int
     n_gpu_layers: int
     n_threads: int
+    where: str = ""  # llama.cpp's account: "CPU", "Vulkan0 (llvmpipe): 29/29 layers"
 
 
 class Engine(OneReplyAtATime):
@@ -154,6 +155,7 @@ class Engine(OneReplyAtATime):
                 rt.n_ctx,
                 rt.config.n_gpu_layers,
                 rt.n_threads,
+                rt.where,
             )
 
         return {"target": one(self.target), "draft": one(self.draft)}

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from specchat.core.gguf.info import GGUFInfo
+from specchat.core.gguf.info import GGUFInfo, as_int
 from specchat.core.machine.backend_info import gpu_devices
 from specchat.core.units import format_bytes
 
 __all__ = [
+    "DevicePlan",
     "Fit",
     "MachineMemory",
     "MemoryPlan",
@@ -45,6 +46,19 @@ class MachineMemory:
 
 
 @dataclass(frozen=True)
+class DevicePlan:
+    """What a model whole on a GPU puts there, as llama.cpp allocates it (bytes)."""
+
+    weights: int
+    kv: int
+    compute: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv + self.compute
+
+
+@dataclass(frozen=True)
 class ModelFootprint:
     """What one model costs: its weights and its KV cache per context token."""
 
@@ -52,15 +66,48 @@ class ModelFootprint:
     weights_bytes: int
     kv_bytes_per_token: float | None
     n_layers: int | None = None
+    # from the tensor list (0: unknown): the input embedding stays on the host (llama.cpp never
+    # offloads it); the output matrix goes to the device (a copy of the embedding when tied)
+    device_weights_bytes: int = 0  # every tensor but the input embedding, output included
+    output_bytes: int = 0
+    act_bytes_per_row: int = 0  # compute buffer per batch row: FFN and attention activations
+    logits_bytes_per_row: int = 0  # ... and the logits (f32, vocabulary), with the output
 
     @classmethod
     def from_info(cls, info: GGUFInfo, weights_bytes: int | None = None) -> ModelFootprint:
         """``weights_bytes``: the size of all the model's files (default: this file's size)."""
         size = weights_bytes if weights_bytes is not None else info.file_size or info.data_end
-        return cls(info.name, int(size), info.kv_bytes_per_token(KV_TYPE_BYTES), info.n_layers)
+        sizes = {t.name: t.nbytes for t in info.tensors}
+        embd = sizes.get("token_embd.weight", 0)
+        output = sizes.get("output.weight", embd)  # tied: llama.cpp copies the embedding
+        device = sum(sizes.values()) - embd + (0 if "output.weight" in sizes else embd)
+        ffn, n_embd = as_int(info.arch_value("feed_forward_length")) or 0, info.n_embd or 0
+        return cls(
+            info.name,
+            int(size),
+            info.kv_bytes_per_token(KV_TYPE_BYTES),
+            info.n_layers,
+            device if sizes else 0,
+            output,
+            4 * (2 * ffn + 8 * n_embd) if ffn and n_embd else 0,
+            4 * info.vocab_size,
+        )
 
     def kv_bytes(self, n_ctx: int) -> int:
         return int((self.kv_bytes_per_token or 0) * n_ctx)
+
+    def device_plan(
+        self, n_ctx: int, n_ubatch: int = 512, max_tensor: int | None = None
+    ) -> DevicePlan | None:
+        """The model whole on a GPU: weights, KV cache, compute buffer. ``max_tensor``: the
+        largest tensor the device takes (Vulkan's maxStorageBufferRange); a bigger output
+        matrix stays on the host with its logits. None when the tensor list is unknown."""
+        if not (self.device_weights_bytes and self.act_bytes_per_row):
+            return None
+        out_here = max_tensor is None or self.output_bytes <= max_tensor
+        weights = self.device_weights_bytes - (0 if out_here else self.output_bytes)
+        rows = self.act_bytes_per_row + (self.logits_bytes_per_row if out_here else 0)
+        return DevicePlan(weights, self.kv_bytes(n_ctx), n_ubatch * rows)
 
 
 class Fit:

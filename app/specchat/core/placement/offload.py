@@ -90,16 +90,26 @@ class OffloadDecision:
 
 
 def _need(model: ModelFootprint, n_ctx: int) -> int:
-    """GPU memory for the whole model: weights, KV cache, compute buffers."""
+    """GPU memory for the whole model: weights, KV cache, compute buffers (as llama.cpp
+    allocates them when the tensor list is known, else the file size and an allowance)."""
+    plan = model.device_plan(n_ctx)
+    if plan is not None:
+        return plan.total
     return model.weights_bytes + model.kv_bytes(n_ctx) + COMPUTE_OVERHEAD
+
+
+def _compute(model: ModelFootprint, n_ctx: int) -> int:
+    plan = model.device_plan(n_ctx)
+    return plan.compute if plan is not None else COMPUTE_OVERHEAD
 
 
 def _layers_in(model: ModelFootprint, n_ctx: int, room: int) -> int:
     """How many of the model's layers fit in ``room`` bytes (0 when the layer count is unknown)."""
-    if not model.n_layers or room <= COMPUTE_OVERHEAD:
+    compute = _compute(model, n_ctx)
+    if not model.n_layers or room <= compute:
         return 0
-    per_layer = (model.weights_bytes + model.kv_bytes(n_ctx)) / (model.n_layers + 1)
-    return max(0, min(model.n_layers, int((room - COMPUTE_OVERHEAD) // per_layer)))
+    per_layer = (_need(model, n_ctx) - compute) / (model.n_layers + 1)
+    return max(0, min(model.n_layers, int((room - compute) // per_layer)))
 
 
 def _share(model: ModelFootprint, n_ctx: int, layers: int) -> int:
@@ -108,7 +118,7 @@ def _share(model: ModelFootprint, n_ctx: int, layers: int) -> int:
         return 0
     if layers < 0 or not model.n_layers or layers > model.n_layers:
         return _need(model, n_ctx)
-    return int((_need(model, n_ctx) - COMPUTE_OVERHEAD) * layers / (model.n_layers + 1))
+    return int((_need(model, n_ctx) - _compute(model, n_ctx)) * layers / (model.n_layers + 1))
 
 
 def _explicit(layers: int, offload: bool, n_layers: int | None) -> Placement:

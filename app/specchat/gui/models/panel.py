@@ -28,6 +28,9 @@ def model_line(role: str, info: LoadedModelInfo | None, placement: Placement | N
     where = offload_text(info.n_gpu_layers)
     if placement is not None and placement.layers == info.n_gpu_layers:
         where = f"{placement.where()} ({placement.reason})"
+    if info.where and info.where != "CPU":  # llama.cpp's own count, on its device
+        reason = f" ({placement.reason})" if placement is not None else ""
+        where = f"{info.where}{reason}"
     details = [
         info.quantization or "?",
         format_bytes(info.size_bytes),
