@@ -131,8 +131,11 @@ def test_a_bench_report_sets_tau_and_the_ceiling_beside_the_speedup(engine) -> N
     passes = run.plain_steps + run.verify_steps
     assert lookup["ceiling"] <= (run.tokens - 1) / passes + 1e-9
     assert lookup["efficiency"] == pytest.approx(lookup["speedup_vs_off"] / lookup["ceiling"])
-    # on the flat curve the ceiling is the tokens per pass the decoder counted
+    # on the flat curve the ceiling is tokens per pass: the tokens after the first came one
+    # from each plain pass and verify_tokens from the verifications (the reply ran to its
+    # limit, no end token), so the plain passes are what the verifications did not produce
     frun = next(r for r in flat.runs if r.label == "lookup")
-    fpasses = frun.plain_steps + frun.verify_steps
+    assert frun.finish_reason == "length" and frun.verify_tokens
+    fpasses = (frun.tokens - 1 - frun.verify_tokens) + frun.verify_steps
     frec = next(r for r in build_report(flat, models={})["records"] if r["mode"] == "lookup")
     assert frec["ceiling"] == pytest.approx((frun.tokens - 1) / fpasses)
