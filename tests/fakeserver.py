@@ -1,6 +1,11 @@
 """A tiny HTTP(S) server on 127.0.0.1 that replays recorded server responses, for the parts of
 the remote engine no CPU-only CI can run for real (vLLM, SGLang) and for failures on demand
-(a stream that stops, a slow stream, a self-signed certificate)."""
+(a stream that stops, a slow stream, a self-signed certificate, a stream that would not end, an
+endless event line, a page that is not an event stream).
+
+Streamed routes take any iterable of chunks, a generator included (always a bounded one: the
+tests' misbehaving servers stop by themselves); `Route.broken` turns true when the client hung
+up before the last chunk was written."""
 
 from __future__ import annotations
 
@@ -10,7 +15,7 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -30,9 +35,13 @@ class Route:
     content_type: str = "application/json"
     # streamed replies: chunks written one by one, `delay_s` apart; `drop_after` closes the
     # connection (without the end of the chunked body) after that many chunks
-    chunks: list[str] | None = None
+    chunks: Iterable[str | bytes] | None = None
     delay_s: float = 0.0
     drop_after: int | None = None
+    stream_type: str = "text/event-stream"
+    written: int = 0  # bytes of the streamed body written so far
+    broken: bool = False  # the client hung up before the last chunk
+    done: threading.Event = field(default_factory=threading.Event)  # the handler is through
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -85,8 +94,15 @@ class FakeServer:
                     self.end_headers()
                     self.wfile.write(data)
                     return
+                try:
+                    self._stream(route)
+                finally:
+                    route.done.set()
+
+            def _stream(self, route: Route) -> None:
+                assert route.chunks is not None
                 self.send_response(route.status)
-                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Type", route.stream_type)
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()
                 for n, chunk in enumerate(route.chunks):
@@ -95,12 +111,16 @@ class FakeServer:
                         self.close_connection = True
                         self.connection.shutdown(2)
                         return
-                    data = chunk.encode()
+                    data = chunk.encode() if isinstance(chunk, str) else chunk
                     try:
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                        self.wfile.write(b"%x\r\n" % len(data))
+                        self.wfile.write(data)
+                        self.wfile.write(b"\r\n")
                         self.wfile.flush()
                     except OSError:
+                        route.broken = True
                         return  # the client went away (a stop)
+                    route.written += len(data)
                     if route.delay_s:
                         time.sleep(route.delay_s)
                 self.wfile.write(b"0\r\n\r\n")
@@ -192,3 +212,36 @@ def _cryptography_cert(cert: Path, key: Path) -> bool:
         )
     )
     return True
+
+
+# -- misbehaving OpenAI-compatible servers, generated ------------------------------------------
+
+
+def sse_event(obj: object) -> str:
+    return "data: " + json.dumps(obj) + "\n\n"
+
+
+def chat_chunk(text: str = "", finish: str | None = None, **extra: Any) -> str:
+    """One streamed chat chunk (`extra`: "timings", "usage"…, sent as given, NaN included)."""
+    delta = {"content": text} if text else {}
+    obj = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+    obj["choices"][0]["finish_reason"] = finish  # type: ignore[index]
+    obj.update(extra)
+    return sse_event(obj)
+
+
+def endless_chunks(limit: int = 100_000, **extra: Any) -> Iterable[str]:
+    """A server that ignores max_tokens: piece after piece, no finish (stops after `limit`)."""
+    for i in range(limit):
+        yield chat_chunk(f"w{i} ", **{k: v(i) if callable(v) else v for k, v in extra.items()})
+    yield "data: [DONE]\n\n"
+
+
+def llama_routes(chat: Route | Callable[[dict], Route]) -> dict:
+    """llama-server's probe answers (recorded: draft-simple, speculating) and `chat`."""
+    return {
+        ("GET", "/v1/models"): Route(body=fixture("llama_models.json")),
+        ("GET", "/props"): Route(body=fixture("llama_props.json")),
+        ("GET", "/slots"): Route(body=fixture("llama_slots.json")),
+        ("POST", "/v1/chat/completions"): chat,
+    }

@@ -22,14 +22,15 @@ from typing import Any
 
 from specchat.core.engines.base import Cancel, OneReplyAtATime, cancel_check
 from specchat.core.remote.assemble import ReplyAssembler
+from specchat.core.remote.checks import Inconsistent
 from specchat.core.remote.client import RemoteClient
 from specchat.core.remote.config import RemoteConfig, ServerKind
-from specchat.core.remote.errors import RemoteError, RemoteProtocolError
+from specchat.core.remote.errors import RemoteError
 from specchat.core.remote.figures import ReplyCounts, counts_from_metrics
 from specchat.core.remote.metrics import SpecCounters
 from specchat.core.remote.probe import ServerInfo, probe_server, refresh_llama_cpp
 from specchat.core.remote.request import CHAT_PATH, ChatRequest, build_request
-from specchat.core.remote.sse import iter_events
+from specchat.core.remote.response import reply_body
 from specchat.core.types import FinishReason, GenerationParams, Mode, TokenEvent
 
 __all__ = ["RemoteEngine", "RemoteModelInfo"]
@@ -154,7 +155,7 @@ class RemoteEngine(OneReplyAtATime):
         return self.exclusive(run)
 
     def _run(self, req: ChatRequest, cancel: Callable[[], bool]) -> Iterator[TokenEvent]:
-        before = self._counters()
+        before, before_note = self._snapshot()
         asm = ReplyAssembler(self.info, req)
         problem = ""
         try:
@@ -162,17 +163,20 @@ class RemoteEngine(OneReplyAtATime):
                 self.client.stream_post(CHAT_PATH, req.body) as handle,
                 _CancelWatch(cancel, handle.close),
             ):
-                if self.config.stream:
-                    for obj in iter_events(handle.lines()):
+                body = reply_body(
+                    handle.content_type, handle.chunks(), self.config.label, self.config.stream
+                )
+                if isinstance(body, Mapping):  # a whole reply (asked for, or sent anyway)
+                    ev = asm.whole(body)
+                    if ev is not None:
+                        yield ev
+                else:
+                    for obj in body:
                         ev = asm.chunk(obj)
                         if ev is not None:
                             yield ev
-                        if cancel():
-                            break
-                else:
-                    ev = asm.whole(_one_json(handle.lines(), self.config))
-                    if ev is not None:
-                        yield ev
+                        if asm.cut or cancel():
+                            break  # leaving the block closes the stream
         except RemoteError as exc:
             if not asm.started or cancel():
                 if cancel():
@@ -192,7 +196,11 @@ class RemoteEngine(OneReplyAtATime):
         if problem:
             yield asm.finish_event(FinishReason.ERROR, problem=problem)
             return
-        metrics, note = self._after(before, asm)
+        if asm.cut:  # the server may still be generating: its counters are not this reply's
+            metrics, note = None, before_note
+        else:
+            metrics, note = self._after(before, asm)
+            note = before_note or note
         yield asm.finish_event(asm.finish or FinishReason.STOP, metrics=metrics, metrics_note=note)
         if self.info.kind is ServerKind.LLAMA_CPP and self.info.speculation == "speculative":
             # a fresh llama-server names its drafting only once a slot has served a request
@@ -204,7 +212,15 @@ class RemoteEngine(OneReplyAtATime):
             return None
         return {ServerKind.LLAMA_CPP: "llamacpp:", ServerKind.VLLM: "vllm:"}.get(self.info.kind)
 
+    def _snapshot(self) -> tuple[SpecCounters | None, str]:
+        """The counters before a reply, or why they are not used."""
+        try:
+            return self._counters(), ""
+        except Inconsistent as exc:
+            return None, str(exc)
+
     def _counters(self) -> SpecCounters | None:
+        """The server's counters now (None: none to read). Raises Inconsistent."""
         prefix = self._metrics_prefix()
         if prefix is None:
             return None
@@ -228,10 +244,13 @@ class RemoteEngine(OneReplyAtATime):
         for attempt in range(METRICS_TRIES):
             if attempt:
                 time.sleep(METRICS_WAIT_S)
-            now = self._counters()
-            if now is None:
+            try:
+                now = self._counters()
+                new = now.minus(before) if now is not None else None
+            except Inconsistent as exc:
+                return None, str(exc)
+            if new is None:
                 return None, ""
-            new = now.minus(before)
             if expected is not None and new.draft_tokens >= expected:
                 delta = new
                 break
@@ -242,17 +261,7 @@ class RemoteEngine(OneReplyAtATime):
             return None, ""
         if expected is not None and delta.draft_tokens != expected:
             return None, "/metrics also counted other requests: not used"
-        return counts_from_metrics(delta), ""
-
-
-def _one_json(lines: Iterator[str], config: RemoteConfig) -> Mapping[str, Any]:
-    import json
-
-    text = "\n".join(lines)
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        raise RemoteProtocolError(f"{config.label} did not answer with JSON") from None
-    if not isinstance(obj, Mapping):
-        raise RemoteProtocolError(f"{config.label} answered a {type(obj).__name__}")
-    return obj
+        try:
+            return counts_from_metrics(delta), ""
+        except Inconsistent as exc:
+            return None, str(exc)

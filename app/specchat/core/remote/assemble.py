@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from specchat.core.remote.checks import COUNTS, DRAFT, Inconsistent, count, not_backwards
 from specchat.core.remote.config import ServerKind
 from specchat.core.remote.figures import (
     FIGURES_FINAL,
@@ -51,14 +52,6 @@ def finish_reason_from(value: object) -> FinishReason | None:
     return _FINISH.get(str(value).lower(), FinishReason.STOP)
 
 
-def _usage_tokens(usage: object, key: str) -> int | None:
-    if isinstance(usage, Mapping):
-        v = usage.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-            return v
-    return None
-
-
 class ReplyAssembler:
     def __init__(self, info: ServerInfo, request: ChatRequest, t0: float | None = None) -> None:
         self.info = info
@@ -72,6 +65,11 @@ class ReplyAssembler:
         self.chunks = 0  # chunks that carried text
         self.finish: FinishReason | None = None
         self.meta: Mapping[str, Any] | None = None  # SGLang meta_info
+        limit = request.body.get("max_tokens")
+        self.max_tokens = limit if isinstance(limit, int) and limit > 0 else None
+        self.cut = False  # the server went past max_tokens: the client ended the reply
+        self.over_limit: int | None = None  # a whole reply's token count past max_tokens
+        self.dropped: dict[str, str] = {}  # figure group (checks.DRAFT...) -> why, for the note
         self._first: float | None = None
         self._last: float | None = None
 
@@ -79,21 +77,56 @@ class ReplyAssembler:
     def started(self) -> bool:
         return self.chunks > 0
 
+    def _drop(self, problem: Inconsistent) -> None:
+        """Stop believing one group of the server's figures for the rest of the reply."""
+        if problem.group in self.dropped:
+            return
+        self.dropped[problem.group] = str(problem)
+        st = self.stats
+        if problem.group == DRAFT:
+            st.drafted = st.accepted = st.verify_steps = st.verify_tokens = 0
+            st.draft_pos_proposed, st.draft_pos_accepted = [], []
+            st.figures = FIGURES_NONE
+            self.spans = DraftSpans()
+        elif problem.group == COUNTS:
+            self.completion_tokens = None
+            st.prompt_tokens, st.prefill_s = 0, 0.0
+
+    def _usage(self, usage: object) -> tuple[int | None, int | None]:
+        """(completion, prompt) tokens of an OpenAI `usage` object, checked."""
+        if usage is None or COUNTS in self.dropped:
+            return None, None
+        try:
+            if not isinstance(usage, Mapping):
+                raise Inconsistent(COUNTS, f"usage = {str(usage)[:30]!r}, not an object")
+            done = count(usage, "completion_tokens", COUNTS)
+            if done is not None:
+                not_backwards("completion_tokens", done, self.completion_tokens, COUNTS)
+            return done, count(usage, "prompt_tokens", COUNTS)
+        except Inconsistent as exc:
+            self._drop(exc)
+            return None, None
+
+    def _read(self, obj: Mapping[str, Any]) -> tuple[LlamaTimings | None, int | None, int | None]:
+        timings, problems = LlamaTimings.read(obj.get("timings"), self.timings, self.dropped)
+        for p in problems:
+            self._drop(p)
+        done, prompt = self._usage(obj.get("usage"))
+        return timings, done, prompt
+
+    def _server_count(self, timings: LlamaTimings | None, done: int | None) -> int:
+        if COUNTS in self.dropped:
+            return 0
+        predicted = timings.predicted_n if timings is not None else None
+        return max(predicted or 0, done or 0)
+
     # -- streamed chunks --------------------------------------------------------------------
     def chunk(self, obj: Mapping[str, Any]) -> TokenEvent | None:
-        """One decoded chunk; the event to emit, or None when it carried no text."""
+        """One decoded chunk; the event to emit, or None when it carried no text (or went past
+        max_tokens: then `cut` is set and the reply must end)."""
         now = time.perf_counter()
-        timings = LlamaTimings.parse(obj.get("timings"))
-        if timings is not None:
-            self.timings = timings
-        usage = obj.get("usage")
-        tokens = _usage_tokens(usage, "completion_tokens")
-        if tokens is not None:
-            self.completion_tokens = tokens
-        prompt = _usage_tokens(usage, "prompt_tokens")
-        if prompt is not None:
-            self.stats.prompt_tokens = prompt
-        text = ""
+        timings, done, prompt = self._read(obj)
+        text, reason, meta = "", None, None
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
             choice = choices[0]
@@ -101,14 +134,28 @@ class ReplyAssembler:
             if isinstance(delta, Mapping) and isinstance(delta.get("content"), str):
                 text = delta["content"]
             reason = finish_reason_from(choice.get("finish_reason"))
-            if reason is not None:
-                self.finish = reason
             meta = sglang_meta(choice)
-            if meta is not None:
-                self.meta = meta
+        # The client's own limit: a streamed piece is at least one token.
+        pieces = self.chunks + (1 if text else 0)
+        if self.max_tokens and max(pieces, self._server_count(timings, done)) > self.max_tokens:
+            self.cut, self.finish = True, FinishReason.LENGTH
+            self._update(now, counted=False)
+            return None
+        if timings is not None:
+            self.timings = timings
+        if done is not None:
+            self.completion_tokens = done
+        if prompt is not None:
+            self.stats.prompt_tokens = prompt
+        if reason is not None:
+            self.finish = reason
+        if meta is not None:
+            self.meta = meta
         if self.finish is None and timings is not None:
             self.live_timings = True
-        from_draft = self.spans.update(timings) if self.info.kind is ServerKind.LLAMA_CPP else False
+        from_draft = False
+        if self.info.kind is ServerKind.LLAMA_CPP and DRAFT not in self.dropped:
+            from_draft = self.spans.update(timings)
         if not text:
             self._update(now, counted=False)
             return None
@@ -128,10 +175,10 @@ class ReplyAssembler:
     def whole(self, obj: Mapping[str, Any]) -> TokenEvent | None:
         """A non-streamed response: the whole text as one event."""
         now = time.perf_counter()
-        self.timings = LlamaTimings.parse(obj.get("timings")) or self.timings
-        usage = obj.get("usage")
-        self.completion_tokens = _usage_tokens(usage, "completion_tokens")
-        self.stats.prompt_tokens = _usage_tokens(usage, "prompt_tokens") or 0
+        timings, done, prompt = self._read(obj)
+        self.timings = timings or self.timings
+        self.completion_tokens = done
+        self.stats.prompt_tokens = prompt or 0
         text = ""
         choices = obj.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
@@ -141,6 +188,9 @@ class ReplyAssembler:
                 text = message["content"]
             self.finish = finish_reason_from(choice.get("finish_reason")) or FinishReason.STOP
             self.meta = sglang_meta(choice)
+        sent = self._server_count(timings, done)
+        if self.max_tokens and sent > self.max_tokens:  # the text cannot be cut without ids
+            self.over_limit, self.finish = sent, FinishReason.LENGTH
         self._first = self._last = now
         self.chunks = 1 if text else 0
         t = self.timings
@@ -158,7 +208,7 @@ class ReplyAssembler:
         if self._first is not None:
             st.ttft_s = self._first - self.t0
             st.decode_s = (self._last or self._first) - self._first
-        t = self.timings
+        t = self.timings if COUNTS not in self.dropped else None
         tokens = self.chunks
         if t is not None and t.predicted_n is not None:
             tokens = max(tokens, t.predicted_n)
@@ -183,6 +233,8 @@ class ReplyAssembler:
             st.draft_pos_accepted = list(self.spans.pos_accepted)
 
     def _set_counts(self, c: ReplyCounts, source: str) -> None:
+        if DRAFT in self.dropped:
+            return
         st = self.stats
         st.drafted, st.accepted = c.drafted, c.accepted
         if c.verify_steps is not None:
@@ -207,7 +259,8 @@ class ReplyAssembler:
         notes = [st.note] if st.note else []
         if kind is ServerKind.LLAMA_CPP:
             t = self.timings
-            if t is not None and t.draft_n is None:  # absent: no drafting, not a zero
+            if t is not None and t.draft_n is None and DRAFT not in self.dropped:
+                # absent: no drafting, not a zero
                 st.figures = FIGURES_LIVE if self.live_timings else FIGURES_FINAL
                 if self.info.speculates is not False:
                     notes.append("the server drafted nothing for this reply")
@@ -218,11 +271,15 @@ class ReplyAssembler:
                     self._per_pos(metrics)
                 notes.append("verification steps from /metrics")
         elif kind is ServerKind.SGLANG:
-            counts = counts_from_sglang(self.meta, self.completion_tokens)
+            try:
+                counts = counts_from_sglang(self.meta, self.completion_tokens)
+            except Inconsistent as exc:
+                self._drop(exc)
+                counts = None
             if counts is not None:
                 self._set_counts(counts, FIGURES_FINAL)
                 self._per_pos(counts)
-            elif self.meta is None:
+            elif self.meta is None and DRAFT not in self.dropped:
                 notes.append("SGLang sends its per-reply figures only without streaming")
         elif metrics is not None:
             self._set_counts(metrics, FIGURES_METRICS)
@@ -232,8 +289,20 @@ class ReplyAssembler:
             st.figures == FIGURES_NONE
             and kind is not ServerKind.SGLANG
             and self.info.speculates is not False
+            and DRAFT not in self.dropped
         ):
             notes.append("the server reports no speculation figures for this reply")
+        notes.extend(self.dropped.values())
+        if self.cut:
+            notes.append(
+                f"the server ignored max_tokens ({self.max_tokens}): SpecChat closed the "
+                "stream at the limit"
+            )
+        if self.over_limit is not None:
+            notes.append(
+                f"the server ignored max_tokens ({self.max_tokens}) and sent "
+                f"{self.over_limit} tokens"
+            )
         if metrics_note:
             notes.append(metrics_note)
         if problem:
@@ -244,6 +313,8 @@ class ReplyAssembler:
     def _per_pos(self, c: ReplyCounts) -> None:
         """Per-position figures as the servers count them: position i was accepted in
         `per_pos_accepted[i]` of the verification steps, each of which proposed it."""
+        if DRAFT in self.dropped:
+            return
         if c.per_pos_accepted and c.verify_steps:
             self.stats.draft_pos_proposed = [c.verify_steps] * len(c.per_pos_accepted)
             self.stats.draft_pos_accepted = list(c.per_pos_accepted)

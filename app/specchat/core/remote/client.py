@@ -24,10 +24,10 @@ from specchat.core.remote.errors import (
     RemoteDroppedError,
     RemoteError,
     RemoteHTTPError,
-    RemoteProtocolError,
     RemoteTimeoutError,
     RemoteTLSError,
 )
+from specchat.core.remote.response import MAX_BODY_BYTES, json_value, media_type, read_limited
 
 __all__ = ["RemoteClient", "StreamHandle", "translate_error"]
 
@@ -141,9 +141,14 @@ class StreamHandle:
     def headers(self) -> httpx2.Headers:
         return self._response.headers
 
-    def lines(self) -> Iterator[str]:
+    @property
+    def content_type(self) -> str | None:
+        return self._response.headers.get("content-type")
+
+    def chunks(self) -> Iterator[bytes]:
+        """The body as it arrives (decoded from gzip and the like, never held whole)."""
         try:
-            yield from self._response.iter_lines()
+            yield from self._response.iter_bytes()
         except Exception as exc:
             if self.closed:
                 return  # closed on purpose (a stop): end quietly
@@ -199,18 +204,28 @@ class RemoteClient:
         self._http.close()
 
     # -- plain requests ---------------------------------------------------------------------
-    def _send(self, method: str, path: str, body: Any = None, timeout: float | None = None):
+    def _send(
+        self, method: str, path: str, timeout: float | None = None
+    ) -> tuple[httpx2.Response, bytes]:
+        """The response and its body, read up to MAX_BODY_BYTES (refused beyond)."""
         kwargs: dict[str, Any] = {}
-        if body is not None:
-            kwargs["json"] = body
         if timeout is not None:
             kwargs["timeout"] = timeout
+        request = self._http.build_request(method, self.config.url(path), **kwargs)
         try:
-            response = self._http.request(method, self.config.url(path), **kwargs)
+            response = self._http.send(request, stream=True)
         except Exception as exc:
             raise translate_error(exc, self.config, f"requesting {path}") from exc
-        self._check(response, path)
-        return response
+        try:
+            self._check(response, path)
+            what = f"{self.config.label}{path}'s answer"
+            return response, read_limited(response.iter_bytes(), MAX_BODY_BYTES, what)
+        except RemoteError:
+            raise
+        except Exception as exc:
+            raise translate_error(exc, self.config, f"reading {path}") from exc
+        finally:
+            response.close()
 
     def _check(self, response: httpx2.Response, path: str) -> None:
         status = response.status_code
@@ -221,8 +236,13 @@ class RemoteClient:
                     f"{self.config.label}{path} redirects to {where}: use that URL instead", status
                 )
             return
-        try:
-            body = response.read().decode("utf-8", errors="replace")[:MAX_ERROR_BODY]
+        try:  # only the start: an error page may be any size
+            head = bytearray()
+            for chunk in response.iter_bytes():
+                head += chunk
+                if len(head) >= MAX_ERROR_BODY:
+                    break
+            body = head[:MAX_ERROR_BODY].decode("utf-8", errors="replace")
         except Exception:
             body = ""
         detail = _error_message(body) if body else response.reason_phrase
@@ -242,23 +262,23 @@ class RemoteClient:
         raise RemoteHTTPError(f"{where}{path} failed (HTTP {status}: {detail})", status)
 
     def get_json(self, path: str, timeout: float | None = None) -> Any:
-        response = self._send("GET", path, timeout=timeout)
-        try:
-            return response.json()
-        except ValueError:
-            raise RemoteProtocolError(
-                f"{self.config.label}{path} did not answer with JSON"
-            ) from None
+        """The answer as JSON; RemoteProtocolError naming what came instead."""
+        response, body = self._send("GET", path, timeout=timeout)
+        ctype = media_type(response.headers.get("content-type"))
+        return json_value(body, ctype, f"{self.config.label}{path}")
 
     def get_text(self, path: str, timeout: float | None = None) -> str:
-        return str(self._send("GET", path, timeout=timeout).text)
+        response, body = self._send("GET", path, timeout=timeout)
+        return body.decode(response.charset_encoding or "utf-8", errors="replace")
 
     # -- streaming --------------------------------------------------------------------------
     @contextmanager
     def stream_post(self, path: str, body: Any) -> Iterator[StreamHandle]:
         """POST and hold the response open; yields a StreamHandle (closed on exit)."""
+        # identity: a compressed stream could unpack into far more than was read
+        headers = {"Accept": "text/event-stream", "Accept-Encoding": "identity"}
         request = self._http.build_request(
-            "POST", self.config.url(path), json=body, headers={"Accept": "text/event-stream"}
+            "POST", self.config.url(path), json=body, headers=headers
         )
         try:
             response = self._http.send(request, stream=True)

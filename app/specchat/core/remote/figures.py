@@ -13,10 +13,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from specchat.core.remote.checks import (
+    COUNTS,
+    DRAFT,
+    METRICS,
+    Inconsistent,
+    at_most,
+    count,
+    duration,
+    not_backwards,
+    per_position,
+)
 from specchat.core.remote.metrics import SpecCounters
 
 __all__ = [
@@ -37,22 +48,6 @@ FIGURES_LIVE = "server-live"
 FIGURES_FINAL = "server-final"
 FIGURES_METRICS = "server-metrics"
 FIGURES_NONE = "none"
-
-
-def _int(v: object) -> int | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v if v >= 0 else None
-    if isinstance(v, float) and v >= 0 and v == v and v != float("inf"):
-        return int(round(v))
-    return None
-
-
-def _float(v: object) -> float | None:
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v:
-        return float(v)
-    return None
 
 
 @dataclass(frozen=True)
@@ -83,18 +78,28 @@ class LlamaTimings:
     draft_n_accepted: int | None = None
 
     @classmethod
-    def parse(cls, data: object) -> LlamaTimings | None:
+    def read(
+        cls, data: object, before: LlamaTimings | None = None, dropped: Collection[str] = ()
+    ) -> tuple[LlamaTimings | None, tuple[Inconsistent, ...]]:
+        """One chunk's `timings`, checked against the last ones (`before`): each group
+        (`COUNTS`, `DRAFT`) comes back empty, with its problem, when it cannot be true;
+        groups in `dropped` are not read at all."""
+        if data is None:
+            return None, ()
         if not isinstance(data, Mapping):
-            return None
-        return cls(
-            prompt_n=_int(data.get("prompt_n")),
-            cache_n=_int(data.get("cache_n")),
-            prompt_ms=_float(data.get("prompt_ms")),
-            predicted_n=_int(data.get("predicted_n")),
-            predicted_ms=_float(data.get("predicted_ms")),
-            draft_n=_int(data.get("draft_n")),
-            draft_n_accepted=_int(data.get("draft_n_accepted")),
-        )
+            if COUNTS in dropped:
+                return None, ()
+            return None, (Inconsistent(COUNTS, f"timings = {str(data)[:30]!r}, not an object"),)
+        problems: list[Inconsistent] = []
+        fields: dict[str, Any] = {}
+        for group, read in ((COUNTS, _llama_counts), (DRAFT, _llama_drafts)):
+            if group in dropped:
+                continue
+            try:
+                fields.update(read(data, before))
+            except Inconsistent as exc:
+                problems.append(exc)
+        return cls(**fields), tuple(problems)
 
     @property
     def drafted(self) -> bool:
@@ -106,6 +111,30 @@ class LlamaTimings:
         if self.prompt_ms is None and self.predicted_ms is None:
             return None
         return ((self.prompt_ms or 0.0) + (self.predicted_ms or 0.0)) / 1000.0
+
+
+def _llama_counts(data: Mapping[str, Any], before: LlamaTimings | None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        key: count(data, key, COUNTS) for key in ("prompt_n", "cache_n", "predicted_n")
+    }
+    out.update({key: duration(data, key, COUNTS) for key in ("prompt_ms", "predicted_ms")})
+    if before is not None:
+        for key in ("predicted_n", "predicted_ms"):
+            not_backwards(key, out[key], getattr(before, key), COUNTS)
+    return out
+
+
+def _llama_drafts(data: Mapping[str, Any], before: LlamaTimings | None) -> dict[str, Any]:
+    drafted = count(data, "draft_n", DRAFT)
+    accepted = count(data, "draft_n_accepted", DRAFT)
+    if drafted is None and accepted:
+        raise Inconsistent(DRAFT, f"accepted {accepted} with nothing drafted")
+    at_most(accepted, drafted, DRAFT, "accepted {part} of {whole} drafted")
+    if before is not None:
+        not_backwards("draft_n", drafted, before.draft_n, DRAFT)
+        if drafted is not None:
+            not_backwards("draft_n_accepted", accepted or 0, before.draft_n_accepted, DRAFT)
+    return {"draft_n": drafted, "draft_n_accepted": accepted}
 
 
 class DraftSpans:
@@ -155,27 +184,32 @@ class DraftSpans:
 
 
 def counts_from_sglang(meta: object, completion_tokens: int | None) -> ReplyCounts | None:
-    """SGLang's per-reply figures; None when nothing was verified (no speculation)."""
+    """SGLang's per-reply figures; None when nothing was verified (no speculation). Raises
+    Inconsistent (`DRAFT`) for figures that cannot be true."""
     if not isinstance(meta, Mapping):
         return None
-    steps = _int(meta.get("spec_verify_ct"))
+    steps = count(meta, "spec_verify_ct", DRAFT)
     if not steps:
         return None
-    accepted = _int(meta.get("spec_accept_token_num"))
+    accepted = count(meta, "spec_accept_token_num", DRAFT)
     if accepted is None:
-        accepted = _int(meta.get("spec_num_correct_drafts"))
-    drafted = _int(meta.get("spec_draft_token_num"))
+        accepted = count(meta, "spec_num_correct_drafts", DRAFT)
+    drafted = count(meta, "spec_draft_token_num", DRAFT)
     if drafted is None:
-        drafted = _int(meta.get("spec_num_proposed_drafts"))
-    rate = _float(meta.get("spec_accept_rate"))
-    length = _float(meta.get("spec_accept_length"))
-    tokens = (
-        completion_tokens if completion_tokens is not None else _int(meta.get("completion_tokens"))
-    )
+        drafted = count(meta, "spec_num_proposed_drafts", DRAFT)
+    rate = duration(meta, "spec_accept_rate", DRAFT)
+    if rate is not None and rate > 1:
+        raise Inconsistent(DRAFT, f"spec_accept_rate = {rate:g}, above 1")
+    length = duration(meta, "spec_accept_length", DRAFT)
+    tokens = completion_tokens
+    if tokens is None:
+        tokens = count(meta, "completion_tokens", DRAFT)
+    # every verification step gives at least one token (the target's own)
+    at_most(steps, tokens, DRAFT, "{part} verification steps for {whole} tokens")
     if accepted is None and tokens is not None:
         # spec_accept_length = completion tokens / verification steps: every step gives its
         # accepted drafts plus one token of the target's own.
-        accepted = max(0, tokens - steps)
+        accepted = tokens - steps
     elif accepted is None and length is not None:
         accepted = max(0, round((length - 1.0) * steps))
     if accepted is None:
@@ -184,27 +218,29 @@ def counts_from_sglang(meta: object, completion_tokens: int | None) -> ReplyCoun
         drafted = round(accepted / rate)
     if drafted is None:
         return None
-    per_pos: tuple[int, ...] = ()
-    by_pos = meta.get("spec_num_correct_drafts_by_position")
-    if isinstance(by_pos, list) and all(_int(x) is not None for x in by_pos):
-        per_pos = tuple(int(x) for x in by_pos)
+    at_most(accepted, drafted, DRAFT, "accepted {part} of {whole} drafted")
+    key = "spec_num_correct_drafts_by_position"
     return ReplyCounts(
         drafted=drafted,
-        accepted=min(accepted, drafted),
+        accepted=accepted,
         verify_steps=steps,
-        per_pos_accepted=per_pos,
+        per_pos_accepted=per_position(meta.get(key), steps, DRAFT, key),
     )
 
 
 def counts_from_metrics(delta: SpecCounters) -> ReplyCounts | None:
-    """A reply's counts from the change of the server's counters across it."""
+    """A reply's counts from the change of the server's counters across it. Raises
+    Inconsistent (`METRICS`) for a change that cannot be true."""
     if delta.draft_tokens <= 0 and delta.drafts <= 0:
         return None
+    at_most(delta.accepted, delta.draft_tokens, METRICS, "accepted {part} of {whole} drafted")
+    at_most(delta.drafts, delta.draft_tokens, METRICS, "{part} drafts of {whole} draft tokens")
+    per_pos = per_position(delta.trimmed_per_pos(), delta.drafts, METRICS, "per-position")
     return ReplyCounts(
         drafted=delta.draft_tokens,
-        accepted=min(delta.accepted, delta.draft_tokens),
+        accepted=delta.accepted,
         verify_steps=delta.drafts,
-        per_pos_accepted=delta.trimmed_per_pos(),
+        per_pos_accepted=per_pos,
     )
 
 

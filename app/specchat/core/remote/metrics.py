@@ -20,6 +20,8 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
+from specchat.core.remote.checks import METRICS, Inconsistent
+
 __all__ = ["Sample", "SglangGauges", "SpecCounters", "parse_prometheus"]
 
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>.*)\})?\s+(?P<value>\S+)")
@@ -78,7 +80,8 @@ class SpecCounters:
     def from_text(cls, text: str, prefix: str, model: str | None = None) -> SpecCounters | None:
         """The counters under `prefix` ("llamacpp:" or "vllm:"); None when the server exposes
         none (no speculation configured, or an older server). `model` keeps only samples whose
-        `model_name` label matches (vLLM)."""
+        `model_name` label matches (vLLM). A counter below zero or infinite raises
+        Inconsistent (`METRICS`)."""
         totals = {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0}
         names = {
             f"{prefix}spec_decode_num_drafts_total": "drafts",
@@ -92,6 +95,10 @@ class SpecCounters:
             if model and s.labels.get("model_name", model) != model:
                 continue
             key = names.get(s.name)
+            if (key is not None or s.name == per_pos_name) and not (
+                math.isfinite(s.value) and s.value >= 0
+            ):
+                raise Inconsistent(METRICS, f"{s.name} = {s.value:g}")
             if key is not None:
                 totals[key] += s.value
                 seen = True
@@ -113,18 +120,25 @@ class SpecCounters:
 
     def minus(self, before: SpecCounters | None) -> SpecCounters:
         """The change since `before` (a server restart in between gives the counts as they
-        are: counters only grow, so a smaller value means they started again from zero)."""
+        are: counters only grow, so smaller drafts or draft tokens mean they started again from
+        zero). Accepted tokens falling while the drafts grew raise Inconsistent (`METRICS`)."""
         if before is None:
             return self
         if self.drafts < before.drafts or self.draft_tokens < before.draft_tokens:
             return self
-        n = len(self.per_pos)
-        old = before.per_pos + (0,) * max(0, n - len(before.per_pos))
+        n = max(len(self.per_pos), len(before.per_pos))
+        now = self.per_pos + (0,) * (n - len(self.per_pos))
+        old = before.per_pos + (0,) * (n - len(before.per_pos))
+        if self.accepted < before.accepted:
+            raise Inconsistent(METRICS, f"accepted tokens fell from {before.accepted}")
+        for i, (a, b) in enumerate(zip(now, old, strict=True)):
+            if a < b:
+                raise Inconsistent(METRICS, f"position {i}'s accepted tokens fell from {b}")
         return SpecCounters(
             drafts=self.drafts - before.drafts,
             draft_tokens=self.draft_tokens - before.draft_tokens,
             accepted=self.accepted - before.accepted,
-            per_pos=tuple(max(0, a - b) for a, b in zip(self.per_pos, old, strict=False)),
+            per_pos=tuple(a - b for a, b in zip(now, old, strict=True)),
         )
 
     def trimmed_per_pos(self) -> tuple[int, ...]:
