@@ -181,7 +181,7 @@ def _vllm_metrics(fake, after: str) -> FakeServer:
     })  # fmt: skip
 
 
-ACCEPTED = 'vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="%s"} ' % MODEL
+ACCEPTED = f'vllm:spec_decode_num_accepted_tokens_total{{engine="0",model_name="{MODEL}"}} '
 
 
 @pytest.mark.parametrize(
