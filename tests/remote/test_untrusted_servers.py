@@ -27,6 +27,7 @@ from fakeserver import (
 from specchat.cli.main import main
 from specchat.core.engines.remote import RemoteEngine
 from specchat.core.remote import RemoteConfig, RemoteProtocolError
+from specchat.core.remote.sse import split_lines
 from specchat.core.reply import Reply
 from specchat.core.types import FinishReason, GenerationParams
 
@@ -309,7 +310,23 @@ def test_json_nested_too_deep_is_not_json(fake) -> None:
         _reply(server)
 
 
-# -- 4. an endless event line -----------------------------------------------------------------
+# -- 4. event lines, bounded -----------------------------------------------------------------
+
+
+def test_lines_from_bytes_cut_anywhere() -> None:
+    body = 'data: {"t": "é\u2028x"}\r\n\r\ndata: b\rdata: c\n'.encode()
+    whole = list(split_lines([body]))
+    assert whole == ['data: {"t": "é\u2028x"}', "", "data: b", "data: c"]
+    # every cut: CRLF and the two bytes of é split across chunks read the same
+    for cut in range(1, len(body)):
+        assert list(split_lines([body[:cut], body[cut:]])) == whole, cut
+    assert list(split_lines([b"a\r"])) == ["a"]  # a CR at the very end ends the line
+    with pytest.raises(RemoteProtocolError, match="longer than"):
+        list(split_lines([b"x" * 600, b"x" * 600], limit=1000))
+    with pytest.raises(RemoteProtocolError, match="longer than"):
+        list(split_lines([b"x" * 1200 + b"\n"], limit=1000))  # in one piece, ended or not
+    assert list(split_lines([b"x" * 1000 + b"\n"], limit=1000)) == ["x" * 1000]
+
 
 MIB = 1024 * 1024
 
