@@ -20,7 +20,7 @@ if GPU_LANE:
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _WHY = (
     "GPU lane only: needs a Vulkan build of llama-cpp-python and a Vulkan device "
-    "(.ci/run runs tests/gpu with SPECCHAT_GPU_TESTS=1 in .venv-vulkan)"
+    "(packaging/gpu-lane.sh runs tests/gpu with SPECCHAT_GPU_TESTS=1 in .venv-vulkan)"
 )
 
 
