@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fakeserver import FakeServer
 from llamaserver import API_KEY, LlamaServer, ServerBuild, start_llama_server
 
 _build: ServerBuild | None = None
@@ -89,3 +90,18 @@ def doomed_server(llama_server_factory) -> Iterator[LlamaServer]:
     server = llama_server_factory("draft")
     yield server
     server.stop()
+
+
+@pytest.fixture
+def fake() -> Iterator:
+    """Local fake OpenAI-compatible servers (loopback), each stopped after the test."""
+    servers: list[FakeServer] = []
+
+    def make(routes: dict) -> FakeServer:
+        s = FakeServer(routes=routes).start()
+        servers.append(s)
+        return s
+
+    yield make
+    for s in servers:
+        s.stop()

@@ -70,20 +70,6 @@ def test_sglang_meta_info_in_either_vocabulary() -> None:
     assert gauges == SglangGauges(0.57, 2.71)
 
 
-@pytest.fixture
-def fake():
-    servers: list[FakeServer] = []
-
-    def make(routes: dict) -> FakeServer:
-        s = FakeServer(routes=routes).start()
-        servers.append(s)
-        return s
-
-    yield make
-    for s in servers:
-        s.stop()
-
-
 def _vllm(fake) -> FakeServer:
     return fake(
         {

@@ -36,20 +36,6 @@ MODEL = "Qwen/Qwen2.5-Coder-7B-Instruct"
 WORDS = ["Hello", ",", " world", "!"]
 
 
-@pytest.fixture
-def fake() -> Iterator:
-    servers: list[FakeServer] = []
-
-    def make(routes: dict) -> FakeServer:
-        s = FakeServer(routes=routes).start()
-        servers.append(s)
-        return s
-
-    yield make
-    for s in servers:
-        s.stop()
-
-
 def _llama_stream(timings: list[dict]) -> list[str]:
     """One piece per entry of `timings` (llama-server streams one token a chunk), then the
     finish and the end."""
