@@ -42,29 +42,50 @@ def no_dangling_threads(qapp: Any) -> Iterator[None]:
         pytest.fail(f"{len(left)} inference thread(s) still running after the test")
 
 
+SHARED: Any = object()  # make_window's default engine: the session's real default pair
+CHAT_SETTINGS: dict[str, Any] = {"n_ctx": 2048, "max_tokens": 24, "mode": "draft"}
+
+
 @pytest.fixture
-def make_window(qtbot: Any, engine: Any) -> Iterator[Callable[..., Any]]:
-    """Build a main window on the shared engine; closed (thread joined) at teardown."""
+def make_window(qtbot: Any, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """The one way tests build a main window; every window is closed (thread joined) at teardown.
+
+    make_window(**changes): a shown window on the shared engine (`engine` of tests/conftest.py)
+    with CHAT_SETTINGS updated by `changes`; it returns once the target is shown.
+      engine=  another engine, or None: nothing loaded (the window loads its own; no wait);
+               the window never owns a given engine
+      base=    the settings to start from instead of CHAT_SETTINGS; None: the window reads the
+               data directory's settings file itself, as at a real start (no `changes` then)
+      autoload=, open_manager_on_first_run=  as MainWindow takes them (False unless given)
+    """
     from specchat.core.state.settings import Settings
     from specchat.gui.main_window import MainWindow
     from specchat.gui.threads.engine import EngineController
 
     windows: list[Any] = []
 
-    def make(**changes: Any) -> MainWindow:
-        base = {"n_ctx": 2048, "max_tokens": 24, "mode": "draft"}
-        base.update(changes)
-        controller = EngineController(engine, owns_engine=False)
+    def make(
+        *,
+        engine: Any = SHARED,
+        base: dict[str, Any] | None = CHAT_SETTINGS,
+        autoload: bool = False,
+        open_manager_on_first_run: bool = False,
+        **changes: Any,
+    ) -> MainWindow:
+        if engine is SHARED:
+            engine = request.getfixturevalue("engine")  # loaded only by tests that use it
+        assert base is not None or not changes, "settings changes need settings to change"
         w = MainWindow(
-            controller=controller,
-            settings=Settings(**base),
-            autoload=False,
-            open_manager_on_first_run=False,
+            controller=EngineController(engine, owns_engine=False),
+            settings=None if base is None else Settings(**{**base, **changes}),
+            autoload=autoload,
+            open_manager_on_first_run=open_manager_on_first_run,
         )
         qtbot.addWidget(w)
         w.resize(1200, 800)
         w.show()
-        qtbot.waitUntil(lambda: w.models.target is not None, timeout=10_000)
+        if engine is not None:
+            qtbot.waitUntil(lambda: w.models.target is not None, timeout=10_000)
         windows.append(w)
         return w
 

@@ -10,7 +10,7 @@ headers only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -24,13 +24,13 @@ from specchat.core.engines.local import Engine
 from specchat.core.hub.client import HubClient
 from specchat.core.machine.backend_info import gpu_offload_supported
 from specchat.core.state.history import History
-from specchat.core.state.settings import Settings
 from specchat.core.store.catalog import load_catalog
 from specchat.core.store.store import ModelStore
 from specchat.gui.main_window import MainWindow
-from specchat.gui.threads.engine import EngineController
 
 WAIT_MS = 60_000
+# the settings of every window here (make_window of conftest.py starts from them)
+TINY: dict[str, Any] = {"n_ctx": 256, "max_tokens": 6, "mode": "off", "n_threads": 1}
 TURN = " ".join(["a b c"] * 12)  # ~67 tokens a turn with the template: 256 fill after 3
 
 
@@ -51,33 +51,6 @@ def tiny_engine(tiny_files: dict[str, Path]) -> Iterator[Engine]:
     eng.close()
 
 
-@pytest.fixture
-def make_tiny_window(qtbot: Any) -> Iterator[Callable[..., MainWindow]]:
-    windows: list[MainWindow] = []
-
-    def make(engine: Engine | None, **changes: Any) -> MainWindow:
-        base: dict[str, Any] = {"n_ctx": 256, "max_tokens": 6, "mode": "off", "n_threads": 1}
-        base.update(changes)
-        controller = EngineController(engine, owns_engine=False)
-        w = MainWindow(
-            controller=controller,
-            settings=Settings(**base),
-            autoload=False,
-            open_manager_on_first_run=False,
-        )
-        qtbot.addWidget(w)
-        w.resize(1200, 800)
-        w.show()
-        if engine is not None:
-            qtbot.waitUntil(lambda: w.models.target is not None, timeout=10_000)
-        windows.append(w)
-        return w
-
-    yield make
-    for w in windows:
-        w.close()
-
-
 def _send(qtbot: Any, w: MainWindow, text: str) -> Any:
     with qtbot.waitSignal(w.session.streamFinished, timeout=WAIT_MS) as blocker:
         w.input.setPlainText(text)
@@ -89,9 +62,9 @@ def _send(qtbot: Any, w: MainWindow, text: str) -> Any:
 
 
 def test_an_impossible_model_is_refused_with_its_bad_value(
-    qtbot: Any, make_tiny_window: Any, tiny_files: dict[str, Path]
+    qtbot: Any, make_window: Any, tiny_files: dict[str, Path]
 ) -> None:
-    w = make_tiny_window(None)
+    w = make_window(engine=None, base=TINY)
     with qtbot.waitSignal(w.controller.loadFailed, timeout=WAIT_MS) as failed:
         w.loader.open_target(tiny_files["bad"])  # used to abort the whole app inside llama.cpp
     assert failed.args[0] == "target"
@@ -105,11 +78,12 @@ def test_an_impossible_model_is_refused_with_its_bad_value(
 
 
 def test_the_window_opens_on_a_damaged_history(
-    qtbot: Any, make_tiny_window: Any, data_dir: Path
+    qtbot: Any, make_window: Any, data_dir: Path
 ) -> None:
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / "history.sqlite3").write_bytes(b"garbage, not SQLite " * 100)
-    w = make_tiny_window(None)  # used to fail: "file is not a database", at every start
+    # used to fail: "file is not a database", at every start
+    w = make_window(engine=None, base=TINY)
     backups = list(data_dir.glob("history.sqlite3.damaged-*"))
     assert len(backups) == 1
     assert w.banner.isVisible() and w.banner.kind == "error"
@@ -124,9 +98,9 @@ def test_the_window_opens_on_a_damaged_history(
 
 
 def test_a_long_conversation_drops_its_oldest_exchanges_and_says_so(
-    qtbot: Any, make_tiny_window: Any, tiny_engine: Engine
+    qtbot: Any, make_window: Any, tiny_engine: Engine
 ) -> None:
-    w = make_tiny_window(tiny_engine)
+    w = make_window(engine=tiny_engine, base=TINY)
     for i in range(5):
         final = _send(qtbot, w, f"{TURN} {i}")
         assert final.tokens >= 1, final.note  # never "the prompt fills the context"
@@ -149,9 +123,9 @@ def test_a_long_conversation_drops_its_oldest_exchanges_and_says_so(
 # -- case 5 --------------------------------------------------------------------------------------
 
 
-def test_two_windows_on_one_history(qtbot: Any, make_tiny_window: Any, tiny_engine: Engine) -> None:
-    a = make_tiny_window(tiny_engine)
-    b = make_tiny_window(tiny_engine)
+def test_two_windows_on_one_history(qtbot: Any, make_window: Any, tiny_engine: Engine) -> None:
+    a = make_window(engine=tiny_engine, base=TINY)
+    b = make_window(engine=tiny_engine, base=TINY)
     _send(qtbot, a, "first from A")
     cid = a.session.conversation_id
     assert cid is not None
@@ -179,12 +153,12 @@ def test_two_windows_on_one_history(qtbot: Any, make_tiny_window: Any, tiny_engi
 
 
 def test_gauge_and_status_bar_name_what_the_engine_changed(
-    qtbot: Any, make_tiny_window: Any, tiny_files: dict[str, Path]
+    qtbot: Any, make_window: Any, tiny_files: dict[str, Path]
 ) -> None:
     asked = RuntimeConfig(n_ctx=1_000_000, n_threads=1024, n_gpu_layers=-1)
     eng = Engine(tiny_files["target"], tiny_files["big-draft"], target_config=asked)
     try:
-        w = make_tiny_window(eng)
+        w = make_window(engine=eng, base=TINY)
         notices = w.gauge.figures()["notices"]
         assert any(n.startswith("context 1,000,000 tokens cut to 256") for n in notices)
         assert any(n.startswith("threads 1,024 lowered to") for n in notices)
@@ -233,9 +207,9 @@ def test_model_manager_warns_about_a_swapped_pair(
 
 @pytest.mark.parametrize("text", ["   ", "\u200b\u200b\n"])
 def test_an_empty_message_is_not_sent(
-    qtbot: Any, make_tiny_window: Any, tiny_engine: Engine, text: str
+    qtbot: Any, make_window: Any, tiny_engine: Engine, text: str
 ) -> None:
-    w = make_tiny_window(tiny_engine)
+    w = make_window(engine=tiny_engine, base=TINY)
     with qtbot.assertNotEmitted(w.session.streamStarted):
         w.input.setPlainText(text)
         qtbot.keyClick(w.input, Qt.Key.Key_Return)

@@ -1,46 +1,22 @@
 """A new user's first window (a fresh SPECCHAT_DATA_DIR): Auto speculation, GPU layers "auto"
-and where the models run; an explicit mode is remembered; Help → System information."""
+and where the models run; an explicit mode is remembered; Help → System information.
+
+Every window is `make_window(base=None)`: it reads its settings from the data directory itself.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from PySide6.QtCore import Qt
 
 from specchat.core.state.settings import load_settings
 from specchat.core.types import Mode
 
 SHOTS = os.environ.get("SPECCHAT_SHOTS")  # a folder: save PNGs of the windows to look at
-
-
-@pytest.fixture
-def fresh_window(qtbot: Any, engine: Any) -> Iterator[Callable[[], Any]]:
-    """A main window that reads its settings from the (fresh) data directory itself."""
-    from specchat.gui.main_window import MainWindow
-    from specchat.gui.threads.engine import EngineController
-
-    windows: list[Any] = []
-
-    def make() -> Any:
-        w = MainWindow(
-            controller=EngineController(engine, owns_engine=False),
-            autoload=False,
-            open_manager_on_first_run=False,
-        )
-        qtbot.addWidget(w)
-        w.resize(1280, 800)
-        w.show()
-        qtbot.waitUntil(lambda: w.models.target is not None, timeout=10_000)
-        windows.append(w)
-        return w
-
-    yield make
-    for w in windows:
-        w.close()
 
 
 def _shot(widget: Any, name: str) -> None:
@@ -53,10 +29,10 @@ def _shot(widget: Any, name: str) -> None:
 
 
 def test_first_window_is_auto_with_gpu_layers_auto(
-    fresh_window: Callable[[], Any], data_dir: Path, model_paths: tuple[Path, Path]
+    make_window: Callable[..., Any], data_dir: Path, model_paths: tuple[Path, Path]
 ) -> None:
     assert not (data_dir / "settings.json").exists()  # a new user
-    w = fresh_window()
+    w = make_window(base=None)
     assert w.mode_selector.mode() is Mode.AUTO
     assert w.settings.mode == "auto"
     assert (w.settings.target_gpu_layers, w.settings.draft_gpu_layers) == ("auto", "auto")
@@ -83,19 +59,19 @@ def test_first_window_is_auto_with_gpu_layers_auto(
     dlg.close()
 
 
-def test_an_explicit_mode_is_remembered(fresh_window: Callable[[], Any], qtbot: Any) -> None:
-    w = fresh_window()
+def test_an_explicit_mode_is_remembered(make_window: Callable[..., Any], qtbot: Any) -> None:
+    w = make_window(base=None)
     qtbot.mouseClick(w.mode_selector.buttons[Mode.LOOKUP], Qt.MouseButton.LeftButton)
     assert load_settings().mode == "lookup"
     w.close()
-    again = fresh_window()
+    again = make_window(base=None)
     assert again.mode_selector.mode() is Mode.LOOKUP
 
 
-def test_help_shows_system_information(fresh_window: Callable[[], Any], qtbot: Any) -> None:
+def test_help_shows_system_information(make_window: Callable[..., Any], qtbot: Any) -> None:
     from PySide6.QtWidgets import QDialog, QPlainTextEdit
 
-    w = fresh_window()
+    w = make_window(base=None)
     help_menu = next(a.menu() for a in w.menuBar().actions() if a.text() == "&Help")
     action = next(a for a in help_menu.actions() if a.text().startswith("&System information"))
     action.trigger()

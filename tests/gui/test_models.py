@@ -10,11 +10,9 @@ import gguf
 import numpy as np
 from PySide6.QtCore import QTimer, Signal
 
-from specchat.core.state.settings import Settings
 from specchat.core.types import Mode
 from specchat.gui.chat.mode_selector import NO_DRAFT_TIP
 from specchat.gui.main_window import MANAGER_MISSING, MainWindow
-from specchat.gui.threads.engine import EngineController
 
 LOAD_MS = 120_000
 
@@ -40,107 +38,98 @@ def wait_loaded(qtbot, window: MainWindow) -> None:
     qtbot.waitUntil(lambda: not window.controller.loading_models, timeout=LOAD_MS)
 
 
-def test_loading_errors_and_draft_availability(qtbot, model_paths, tmp_path) -> None:
+def test_loading_errors_and_draft_availability(qtbot, make_window, model_paths, tmp_path) -> None:
     target, draft = model_paths
-    w = MainWindow(
-        controller=EngineController(),
-        settings=Settings(n_ctx=512, max_tokens=6),
-        autoload=False,
-        open_manager_on_first_run=False,
-    )
-    qtbot.addWidget(w)
-    w.show()
-    try:
-        # target alone, loaded on the inference thread while the window's event loop turns:
-        # a zero-interval timer runs whenever the loop is free, so it must run while the
-        # controller is still loading (a load on the GUI thread would let it run only after)
-        during: list[bool] = []
-        timer = QTimer()
-        timer.timeout.connect(lambda: during.append(w.controller.loading_models))
-        timer.start(0)
-        w.loader.load(target, None)
-        assert w.controller.loading_models, "the load finished before load() returned"
-        wait_loaded(qtbot, w)
-        timer.stop()
-        assert any(during), "the event loop did not run while the model loaded"
-        qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)
-        assert w.models.target is not None and w.models.draft is None
-        assert "Draft:</b> <i>none" in w.models_panel.label.text()
-        assert "CPU" in w.models_panel.label.text() and "GB" in w.models_panel.label.text()
-        draft_button = w.mode_selector.buttons[Mode.DRAFT]
-        assert not draft_button.isEnabled() and draft_button.toolTip() == NO_DRAFT_TIP
-        assert w.mode_selector.mode() is not Mode.DRAFT
+    w = make_window(engine=None, base={"n_ctx": 512, "max_tokens": 6})  # it loads its own models
+    # target alone, loaded on the inference thread while the window's event loop turns:
+    # a zero-interval timer runs whenever the loop is free, so it must run while the
+    # controller is still loading (a load on the GUI thread would let it run only after)
+    during: list[bool] = []
+    timer = QTimer()
+    timer.timeout.connect(lambda: during.append(w.controller.loading_models))
+    timer.start(0)
+    w.loader.load(target, None)
+    assert w.controller.loading_models, "the load finished before load() returned"
+    wait_loaded(qtbot, w)
+    timer.stop()
+    assert any(during), "the event loop did not run while the model loaded"
+    qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)
+    assert w.models.target is not None and w.models.draft is None
+    assert "Draft:</b> <i>none" in w.models_panel.label.text()
+    assert "CPU" in w.models_panel.label.text() and "GB" in w.models_panel.label.text()
+    draft_button = w.mode_selector.buttons[Mode.DRAFT]
+    assert not draft_button.isEnabled() and draft_button.toolTip() == NO_DRAFT_TIP
+    assert w.mode_selector.mode() is not Mode.DRAFT
 
-        # not a model at all: a readable message, the target stays, the app works
-        notes = tmp_path / "notes.gguf"
-        notes.write_text("hello, I am not a model\n")
-        with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
-            w.loader.open_draft(notes)
-        wait_loaded(qtbot, w)
-        assert failed.args[0] == "draft" and "not a usable GGUF" in failed.args[1]
-        assert w.banner.isVisible() and w.banner.kind == "error"
-        assert "Traceback" not in w.banner.text()
-        assert w.models.target is not None
+    # not a model at all: a readable message, the target stays, the app works
+    notes = tmp_path / "notes.gguf"
+    notes.write_text("hello, I am not a model\n")
+    with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
+        w.loader.open_draft(notes)
+    wait_loaded(qtbot, w)
+    assert failed.args[0] == "draft" and "not a usable GGUF" in failed.args[1]
+    assert w.banner.isVisible() and w.banner.kind == "error"
+    assert "Traceback" not in w.banner.text()
+    assert w.models.target is not None
 
-        # a GGUF with another vocabulary: refused as a draft, with the reason
-        other = tiny_gguf(tmp_path / "other-vocab.gguf")
-        with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
-            w.loader.open_draft(other)
-        wait_loaded(qtbot, w)
-        assert "cannot be used as a draft" in failed.args[1]
-        assert w.models.draft is None
+    # a GGUF with another vocabulary: refused as a draft, with the reason
+    other = tiny_gguf(tmp_path / "other-vocab.gguf")
+    with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
+        w.loader.open_draft(other)
+    wait_loaded(qtbot, w)
+    assert "cannot be used as a draft" in failed.args[1]
+    assert w.models.draft is None
 
-        with qtbot.waitSignal(w.session.streamFinished, timeout=LOAD_MS) as done:
-            w.input.setPlainText("Say hi.")
-            w.send(w.input.toPlainText())
-        assert done.args[0].tokens >= 1
+    with qtbot.waitSignal(w.session.streamFinished, timeout=LOAD_MS) as done:
+        w.input.setPlainText("Say hi.")
+        w.send(w.input.toPlainText())
+    assert done.args[0].tokens >= 1
 
-        # a broken target leaves the loaded one in place
-        engine_before = w.controller.engine
-        with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
-            w.loader.open_target(notes)
-        wait_loaded(qtbot, w)
-        assert failed.args[0] == "target" and w.controller.engine is engine_before
+    # a broken target leaves the loaded one in place
+    engine_before = w.controller.engine
+    with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
+        w.loader.open_target(notes)
+    wait_loaded(qtbot, w)
+    assert failed.args[0] == "target" and w.controller.engine is engine_before
 
-        # the real draft: the Draft option comes alive
-        w.loader.open_draft(draft)
-        wait_loaded(qtbot, w)
-        assert w.models.draft is not None and draft_button.isEnabled()
-        assert "0.5B" in w.models_panel.label.text()
+    # the real draft: the Draft option comes alive
+    w.loader.open_draft(draft)
+    wait_loaded(qtbot, w)
+    assert w.models.draft is not None and draft_button.isEnabled()
+    assert "0.5B" in w.models_panel.label.text()
 
-        # settings that need a reload reload on the worker; sampling settings do not
-        w.apply_settings(w.settings.with_(temperature=0.5))
-        assert not w.controller.loading_models
-        w.apply_settings(w.settings.with_(n_ctx=1024))
-        wait_loaded(qtbot, w)
-        assert w.models.target is not None and w.models.target.n_ctx == 1024
-        assert w.models.draft is not None and w.models.draft.n_ctx == 1024
-        assert w.controller.engine is not engine_before
-    finally:
-        w.close()
+    # settings that need a reload reload on the worker; sampling settings do not
+    w.apply_settings(w.settings.with_(temperature=0.5))
+    assert not w.controller.loading_models
+    w.apply_settings(w.settings.with_(n_ctx=1024))
+    wait_loaded(qtbot, w)
+    assert w.models.target is not None and w.models.target.n_ctx == 1024
+    assert w.models.draft is not None and w.models.draft.n_ctx == 1024
+    assert w.controller.engine is not engine_before
+    w.close()
     assert not w.controller.thread_.isRunning()
 
 
-def test_first_run_without_models_explains_how_to_get_them(qtbot, tmp_path, monkeypatch) -> None:
+def test_first_run_without_models_explains_how_to_get_them(
+    qtbot, tmp_path, monkeypatch, make_window
+) -> None:
     monkeypatch.setenv("SPECCHAT_MODELS_DIR", str(tmp_path / "empty-store"))
     monkeypatch.setitem(sys.modules, "specchat.gui.models.manager", None)  # not in this build
-    w = MainWindow(controller=EngineController())
-    qtbot.addWidget(w)
-    w.show()
-    try:
-        qtbot.waitUntil(w.banner.isVisible, timeout=5_000)
-        assert "specchat-cli models fetch-default" in w.banner.text()
-        assert not w.send_button.isEnabled() and not w.menus.compare.isEnabled()
-        assert w.models.target is None
-        w.open_model_manager()
-        assert w.banner.text() == MANAGER_MISSING
-        w.loader.use_default_pair()  # not installed: explains instead of failing
-        assert "fetch-default" in w.banner.text()
-    finally:
-        w.close()
+    # as a real start: settings from the data directory, load what is there, else the manager
+    w = make_window(engine=None, base=None, autoload=True, open_manager_on_first_run=True)
+    qtbot.waitUntil(w.banner.isVisible, timeout=5_000)
+    assert "specchat-cli models fetch-default" in w.banner.text()
+    assert not w.send_button.isEnabled() and not w.menus.compare.isEnabled()
+    assert w.models.target is None
+    w.open_model_manager()
+    assert w.banner.text() == MANAGER_MISSING
+    w.loader.use_default_pair()  # not installed: explains instead of failing
+    assert "fetch-default" in w.banner.text()
 
 
-def test_model_manager_is_opened_lazily_and_its_choice_loads(qtbot, tmp_path, monkeypatch) -> None:
+def test_model_manager_is_opened_lazily_and_its_choice_loads(
+    qtbot, tmp_path, monkeypatch, make_window
+) -> None:
     from PySide6.QtWidgets import QDialog
 
     class FakeManager(QDialog):  # stands in for the dialog another module provides
@@ -149,14 +138,10 @@ def test_model_manager_is_opened_lazily_and_its_choice_loads(qtbot, tmp_path, mo
     module = types.ModuleType("specchat.gui.models.manager")
     module.ModelManagerDialog = FakeManager  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "specchat.gui.models.manager", module)
-    w = MainWindow(controller=EngineController(), autoload=False)
-    qtbot.addWidget(w)
-    try:
-        w.open_model_manager()
-        assert isinstance(w.manager_dialog, FakeManager) and w.manager_dialog.isVisible()
-        missing = str(tmp_path / "missing.gguf")
-        with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
-            w.manager_dialog.pairChosen.emit(missing, "")
-        assert failed.args[0] == "target" and "does not exist" in failed.args[1]
-    finally:
-        w.close()
+    w = make_window(engine=None, base=None)
+    w.open_model_manager()
+    assert isinstance(w.manager_dialog, FakeManager) and w.manager_dialog.isVisible()
+    missing = str(tmp_path / "missing.gguf")
+    with qtbot.waitSignal(w.controller.loadFailed, timeout=LOAD_MS) as failed:
+        w.manager_dialog.pairChosen.emit(missing, "")
+    assert failed.args[0] == "target" and "does not exist" in failed.args[1]
