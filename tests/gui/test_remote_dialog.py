@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakekeyring import MemoryKeyring
 from fakeserver import FakeServer, Route, fixture
 
 from specchat.core.state.servers import SecretStore, ServerStore
@@ -16,20 +17,6 @@ from specchat.gui.remote.server_list import OkRole, remote_model_items
 from specchat.gui.remote.threads import running_remote_threads
 
 PROBE_MS = 20_000
-
-
-class MemoryKeyring:
-    def __init__(self) -> None:
-        self.items: dict[tuple[str, str], str] = {}
-
-    def set_password(self, service: str, user: str, password: str) -> None:
-        self.items[(service, user)] = password
-
-    def get_password(self, service: str, user: str) -> str | None:
-        return self.items.get((service, user))
-
-    def delete_password(self, service: str, user: str) -> None:
-        self.items.pop((service, user), None)
 
 
 @pytest.fixture

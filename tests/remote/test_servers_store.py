@@ -6,26 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from fakekeyring import MemoryKeyring
+from keyring.errors import PasswordDeleteError
 
 from specchat.core.engines.remote_connect import config_from_entry
 from specchat.core.engines.remote_pair import RemotePair
 from specchat.core.state.servers import SecretStore, ServerEntry, ServerStore
-
-
-class MemoryKeyring:
-    """A stand-in keyring backend (the `keyring` module's get/set/delete_password)."""
-
-    def __init__(self) -> None:
-        self.items: dict[tuple[str, str], str] = {}
-
-    def set_password(self, service: str, user: str, password: str) -> None:
-        self.items[(service, user)] = password
-
-    def get_password(self, service: str, user: str) -> str | None:
-        return self.items.get((service, user))
-
-    def delete_password(self, service: str, user: str) -> None:
-        del self.items[(service, user)]
 
 
 class BrokenKeyring(MemoryKeyring):
@@ -54,6 +40,17 @@ def test_keys_live_in_the_keyring_never_in_the_file(tmp_path: Path) -> None:
     assert again.api_key(a.id) is None and ring.items == {}
     again.remove(b.id)
     assert again.get(a.id).off_server == ""  # the pairing went with the removed server
+
+
+def test_forgetting_a_key_that_was_never_stored(tmp_path: Path) -> None:
+    ring = MemoryKeyring()
+    store = ServerStore(tmp_path / "s.json", SecretStore(backend=ring))
+    e = store.add("no key", "http://127.0.0.1:8080")
+    with pytest.raises(PasswordDeleteError):  # what the keyring itself does
+        ring.delete_password("specchat", f"server:{e.id}")
+    store.update(e, clear_key=True)  # the keyring raises; nothing to forget is no failure
+    assert store.remove(e.id) and store.entries() == [] and ring.items == {}
+    assert store.secrets.persistent  # and the keyring is still used
 
 
 def test_without_a_keyring_keys_stay_in_memory_and_it_says_so(tmp_path: Path) -> None:
