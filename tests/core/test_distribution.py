@@ -26,6 +26,7 @@ outside the bound.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -304,3 +305,69 @@ def test_repeat_penalty_sampling_matches_the_target(small_engine: Engine) -> Non
     naive = exact_joint(plain, 2, eog_of(t))
     engine.reset_caches()
     check("n-gram lookup, T=1.0, repeat penalty 1.1", counts, exact, naive)
+
+
+LONG_ECHO = [
+    {
+        "role": "user",
+        "content": "Repeat this sentence exactly, nothing else:\n"
+        "The quiet river carries paper boats past the old mill, under the stone bridge where "
+        "the children wait, and on towards the sea that none of them has ever seen.",
+    }
+]
+
+
+def test_a_32_token_lookup_draft_keeps_the_target_distribution(small_engine: Engine) -> None:
+    """T > 0, lookup drafting 32 tokens at once (a flat cost curve, as a GPU would choose): the
+    first three tokens of the reply, whose second and third are judged inside one 33-row
+    verification, follow the target's exact joint distribution. Each sample stops after the
+    step that brings its third token. Power: a sampler that kept lookup's tokens sits outside
+    the bound."""
+    from specchat.core.decoding.cost_curve import CostCurve
+    from specchat.core.decoding.ngram import NgramDrafter
+
+    engine = small_engine
+    n = int(400 * SCALE)
+    params = GenerationParams(temperature=1.3, lookup_min_match=1, lookup_k_max=32, max_tokens=40)
+    prompt = engine.prompt_tokens(LONG_ECHO)
+    engine.reset_caches()
+    engine.use_cost_curve(CostCurve.flat())
+    counts: dict[tuple[int, ...], int] = {}
+    longest = drafted = accepted = 0
+    try:
+        for seed in range(n):
+            engine.forget_lookup()
+            cancel = threading.Event()
+            toks: list[int] = []
+            last = None
+            for ev in engine.generate_tokens(prompt, params.with_(seed=seed), "lookup", cancel):
+                toks.extend(ev.token_ids)
+                longest = max(longest, ev.stats.k_current)
+                last = ev
+                if len(toks) >= 3:
+                    cancel.set()
+            assert last is not None
+            drafted += last.stats.drafted
+            accepted += last.stats.accepted
+            key = tuple(toks[:3]) + (END,) * (3 - len(toks[:3]))
+            counts[key] = counts.get(key, 0) + 1
+    finally:
+        engine.use_cost_curve(None)
+    assert longest == 32, f"the longest lookup draft was {longest} tokens, not 32"
+    assert drafted - accepted >= 0.05 * n, "too few rejections"
+    t = engine.target
+    rows = Rows(t, prompt, Warp(params, t.n_vocab))
+    exact = exact_joint(rows, 3, eog_of(t))
+
+    def kept(prefix: tuple[int, ...]) -> dict[int, float]:
+        if prefix:
+            drafter = NgramDrafter(min_match=1)
+            drafter.begin([*prompt, *prefix])
+            proposal = drafter.propose(1, stop_below=0.0)
+            if proposal.tokens:
+                return {proposal.tokens[0]: 1.0}
+        return rows(prefix)
+
+    naive = exact_joint(kept, 3, eog_of(t))
+    engine.reset_caches()
+    check("n-gram lookup, 32-token drafts, T=1.3", counts, exact, naive)

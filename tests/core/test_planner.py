@@ -84,6 +84,21 @@ def test_plan_takes_per_token_estimates() -> None:
     assert plan.k == 2
 
 
+def test_the_draft_model_has_its_own_cap() -> None:
+    """A 64-token copy on offer (flat curve: the whole copy pays) and a draft model capped at
+    k_max = 4: the lookup draft keeps its length, the draft model never exceeds 4."""
+    cm = CostModel().steady(t1=0.04).use_curve(CostCurve.flat())
+    cm.draft_trials = 5
+    plan = cm.plan(
+        lookup_classes=[], lookup_alphas=[0.99] * 64, draft_ok=True, max_k=64, draft_max_k=4
+    )
+    assert (plan.drafter, plan.k) == (LOOKUP, 64)
+    for _ in range(30):  # the draft model now looks perfect: it wins, at most 4 tokens
+        cm.observe_accept("draft", [""], 1, 1)
+    plan = cm.plan(lookup_classes=[], lookup_alphas=[0.2], draft_ok=True, max_k=64, draft_max_k=4)
+    assert plan.drafter == "draft" and plan.k == 4
+
+
 def test_flat_curve_keeps_a_gpus_decisions_on_a_slow_machine() -> None:
     # Learning timing, as in the app: the CPU's real batches and steps must not pull the flat
     # planner back to CPU decisions (that is what `--cost-curve flat` is for).

@@ -61,6 +61,7 @@ class GenerationParams:
     p_min: float = 0.5  # model draft stops when its top probability falls below this
     lookup_min_match: int = 3  # prompt lookup drafts only after a match this long (tokens)
     lookup_max_ngram: int = 8
+    lookup_k_max: int = 64  # most tokens a lookup draft copies (drafting from text costs nothing)
     # diagnostics: record the target's top-2 logits for every emitted token
     record_top2: bool = False
 
@@ -91,6 +92,7 @@ class GenerationParams:
             self.lookup_min_match <= self.lookup_max_ngram <= 64,
             "lookup_max_ngram must be between lookup_min_match and 64",
         )
+        need(1 <= self.lookup_k_max <= 64, "lookup_k_max must be between 1 and 64")
         need(all(isinstance(s, str) and s for s in self.stop), "stop strings must be non-empty")
         if problems:
             raise ValueError("invalid generation settings: " + "; ".join(problems))
@@ -158,6 +160,8 @@ _STATS_FIELDS = (
     "target_steps",
     "k_current",
     "host_rows",
+    "history_drafted",
+    "history_accepted",
 )
 _STATS_TIMES = ("ttft_s", "elapsed_s", "decode_s", "prefill_s", "llama_s", "decode_llama_s")
 
@@ -186,6 +190,11 @@ class GenerationStats:
     decode_llama_s: float = 0.0  # of llama_s, the time after the first token
     host_rows: int = 0  # logits rows handed to the host path (0 when llama.cpp chose every token)
     k_current: int = 0
+    # Where the latest draft came from: "conversation" (lookup in this chat), "history" (lookup
+    # in the earlier conversations), "draft model", or "" (no draft yet)
+    source: str = ""
+    history_drafted: int = 0  # of `drafted`, tokens copied from the earlier conversations
+    history_accepted: int = 0
     note: str = ""  # why speculation did or did not run
     # Where the speculation figures come from: "" = counted by SpecChat's own decoder; a remote
     # engine says "server-live" (streamed with the reply), "server-final" (the server's figures
@@ -257,6 +266,7 @@ class GenerationStats:
         out["draft_pos_proposed"] = list(self.draft_pos_proposed)
         out["draft_pos_accepted"] = list(self.draft_pos_accepted)
         out["note"] = self.note
+        out["source"] = self.source
         out["figures"] = self.figures
         out["total_s"] = round(self.elapsed_s, 4)
         out["tokens_per_s"] = round(self.tokens_per_s, 3)
@@ -302,6 +312,8 @@ class GenerationStats:
             st.draft_pos_proposed, st.draft_pos_accepted = list(proposed), list(accepted)
         note = data.get("note")
         st.note = note if isinstance(note, str) else ""
+        source = data.get("source")
+        st.source = source if isinstance(source, str) else ""
         figures = data.get("figures")
         st.figures = figures if isinstance(figures, str) else ""
         return st

@@ -35,6 +35,7 @@ LOOKUP = "lookup"
 
 _DRAFT_PRIOR = 0.6
 _CLASS_PRIOR = {"c95": 0.9, "c75": 0.75, "c50": 0.55, "c00": 0.3}
+_SPAN_PRIOR = {"span16": 0.95, "span32": 0.97}  # sure tokens inside a long copy
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -50,7 +51,11 @@ def expected_tokens(alpha: float, k: int) -> float:
 def _prior(drafter: str, cls: str) -> float:
     if drafter == DRAFT:
         return _DRAFT_PRIOR
-    return _CLASS_PRIOR.get(cls.rpartition("/")[2], 0.5)
+    length, _, sure = cls.rpartition("/")
+    prior = _CLASS_PRIOR.get(sure, 0.5)
+    if sure == "c95":
+        prior = max(prior, _SPAN_PRIOR.get(length.removeprefix("h-"), 0.0))
+    return prior
 
 
 @dataclass(frozen=True)
@@ -295,10 +300,12 @@ class CostModel:
         max_k: int,
         draft_lag: int = 0,
         lookup_alphas: Sequence[float] | None = None,
+        draft_max_k: int | None = None,
     ) -> Plan:
         """Choose among a plain step, the n-gram draft on offer (its tokens' acceptance
-        classes, in order, or their acceptance estimates themselves, `lookup_alphas`) and the
-        draft model."""
+        classes, in order, or their acceptance estimates themselves, `lookup_alphas`; at most
+        `max_k` of them) and the draft model (at most `draft_max_k` tokens, default max_k)."""
+        dk = max_k if draft_max_k is None else draft_max_k
         if self.t1 is None:
             return Plan(None, 0, 1.0, "auto: measuring the target's speed")
         options: list[Plan] = []
@@ -310,18 +317,18 @@ class CostModel:
             k, gain = self.best_chain(LOOKUP, lookup_alphas)
             a = lookup_alphas[0]
             options.append(Plan(LOOKUP, k, gain, f"lookup k={k} (first token α≈{a:.2f})"))
-        if draft_ok and max_k >= 1:
-            k, gain = self.best_k(DRAFT, "", max_k, draft_lag)
+        if draft_ok and dk >= 1:
+            k, gain = self.best_k(DRAFT, "", dk, draft_lag)
             a = self.acceptance(DRAFT)
             lookup_pays = any(o.k > 0 and o.speedup >= self.margin for o in options)
             if self.draft_trials < 3 and k == 0 and gain >= 0.85 and not lookup_pays:
                 # Never measured: try it briefly when the prior says it is close to paying.
-                k = min(2, max_k)
+                k = min(2, dk)
                 return Plan(DRAFT, k, gain, f"auto: measuring the draft model (k={k})")
             options.append(Plan(DRAFT, k, gain, f"draft model k={k} (α≈{a:.2f})"))
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
-            return self._plain(options, lookup_alphas, max_k, draft_lag)
+            return self._plain(options, lookup_alphas, dk, draft_lag)
         for o in options:
             if o.drafter != best.drafter:
                 assert o.drafter is not None

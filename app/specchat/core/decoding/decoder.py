@@ -24,7 +24,7 @@ from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
 from specchat.core.decoding.dist import sample
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import Draft
-from specchat.core.decoding.ngram import NgramDrafter, Proposal
+from specchat.core.decoding.ngram import HISTORY, NgramDrafter, Proposal
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.sampling import Warp
 from specchat.core.decoding.text_stream import TextStream
@@ -185,9 +185,8 @@ class Decoder:
                     raise _Finished(FinishReason.CONTEXT)
                 step_start = time.perf_counter()
                 llama_start = self._clocks()[0]
-                limit = min(
-                    room - 1, self.p.max_tokens - self.stats.tokens, self.p.k_max, ROWS_MAX - 1
-                )
+                # (each drafter has its own cap: k_max, lookup_k_max)
+                limit = min(room - 1, self.p.max_tokens - self.stats.tokens, ROWS_MAX - 1)
                 draft, kind, classes = self._draft(limit)
                 try:
                     if draft.tokens:
@@ -299,31 +298,40 @@ class Decoder:
         if self.mode is Mode.DRAFT:
             assert self.model is not None
             return self._model_draft(min(limit, self.model.k)), DRAFT, [""]
-        prop = self.lookup.propose(limit)
+        prop = self.lookup.propose(min(limit, self.p.lookup_k_max))
         classes = prop.classes()
+        alphas = self.cost.acceptances(LOOKUP, classes)
         self._proposal = prop
         if self.mode is Mode.LOOKUP:
-            k = self.cost.chosen_chain(LOOKUP, self.cost.acceptances(LOOKUP, classes))
+            k = self.cost.chosen_chain(LOOKUP, alphas)
             self.stats.k_current = k
-            return self.lookup.draft(prop, k), LOOKUP, classes
+            return self._lookup_draft(prop, k), LOOKUP, classes
         plan = self.cost.plan(
             lookup_classes=classes,
+            lookup_alphas=alphas,
             draft_ok=self.model is not None,
             max_k=limit,
+            draft_max_k=min(limit, self.p.k_max),
             draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
         )
         self.stats.note = plan.reason
         self.stats.k_current = plan.k
         if plan.drafter == LOOKUP:
-            return self.lookup.draft(prop, plan.k), LOOKUP, classes
+            return self._lookup_draft(prop, plan.k), LOOKUP, classes
         if plan.drafter == DRAFT:
             return self._model_draft(plan.k), DRAFT, [""]
         return none, "", []
+
+    def _lookup_draft(self, prop: Proposal, k: int) -> Draft:
+        if k:
+            self.stats.source = prop.source
+        return self.lookup.draft(prop, k)
 
     def _model_draft(self, k: int) -> Draft:
         d = self.model
         assert d is not None
         self.stats.k_current = k
+        self.stats.source = "draft model"
         t_start = time.perf_counter()
         draft = d.propose(
             self.ctx,
@@ -368,6 +376,9 @@ class Decoder:
             judged, good = min(k, j), min(m, j)
             st.drafted += judged
             st.accepted += good
+            if kind == LOOKUP and self._proposal is not None and self._proposal.source == HISTORY:
+                st.history_drafted += judged
+                st.history_accepted += good
             st.verify_tokens += j
             while len(st.draft_pos_proposed) < judged:
                 st.draft_pos_proposed.append(0)

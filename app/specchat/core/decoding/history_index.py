@@ -42,6 +42,7 @@ class HistoryProposal:
     tokens: list[int]  # the continuation most often seen after the current gram
     support: int  # how many earlier occurrences agree on its first token
     seen: int  # occurrences of the gram found
+    at: int  # where the proposed tokens start in the history (one occurrence that agrees)
 
 
 def _gram_hashes(tokens: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
@@ -152,6 +153,25 @@ class HistoryIndex:
             return None
         return _agreed(tokens, starts, k)
 
+    def continuation(self, at: int, k: int) -> list[int]:
+        """Up to `k` tokens of the history from position `at` (a copy being followed), ending
+        at the end of its document."""
+        tokens = self._tokens
+        if k <= 0 or not 0 <= at < len(tokens):
+            return []
+        part = tokens[at : at + k]
+        cut = np.flatnonzero(part == _SEP)
+        if cut.size:
+            part = part[: int(cut[0])]
+        return [int(t) for t in part]
+
+    def matches(self, at: int, tokens: Sequence[int]) -> bool:
+        """Whether the history holds `tokens` from position `at` on."""
+        n = len(tokens)
+        if at < 0 or at + n > len(self._tokens):
+            return False
+        return bool(np.array_equal(self._tokens[at : at + n], np.asarray(tokens, np.int32)))
+
 
 def _agreed(tokens: npt.NDArray[np.int32], starts: list[int], k: int) -> HistoryProposal | None:
     """Walk the continuations token by token, keeping those that agree with the majority."""
@@ -169,4 +189,4 @@ def _agreed(tokens: npt.NDArray[np.int32], starts: list[int], k: int) -> History
         alive = [s for s in alive if s + step < len(tokens) and int(tokens[s + step]) == token]
     if not out:
         return None
-    return HistoryProposal(out, first_support, len(starts))
+    return HistoryProposal(out, first_support, len(starts), alive[0] if alive else starts[0])

@@ -1,12 +1,19 @@
-"""The conversation-wide n-gram drafter ("lookup" mode).
+"""The n-gram drafter ("lookup" mode): drafts copied from the text the conversation holds.
 
 It indexes everything the chat holds — the system prompt, every earlier turn, text the user
 pasted, and the reply as it grows — as counts of what followed each n-gram (n from `n_min` to
-`n_max`). A draft continues the current text with the most frequent continuation of its longest
-known context, token after token, and reports its confidence in each token: how often that
-continuation followed that context, less the times the target refused it. The decoder turns
-confidences into acceptance estimates (calibrated online per confidence class, `classes()`)
-and lets the cost model size the draft against the measured verification cost.
+`n_max`), and where each was last seen. A draft continues the current text with the most
+frequent continuation of its longest known context, token after token. When the text is copying
+a span (the reply's last tokens match an earlier stretch far longer than `n_max`), the match is
+the longest context there is: the draft follows the span, up to `k_max` tokens (64), from the
+first step of a reply. Each drafted token carries its confidence (how often that continuation
+followed that context, less the times the target refused it) and the length of the match behind
+it; the decoder turns both into acceptance estimates (calibrated online per class, `classes()`)
+and sizes the draft against the measured verification cost.
+
+When the conversation has no match, the drafter asks the index of the earlier conversations
+(`history_index.HistoryIndex`, filled by the front end) and then follows the span it found
+there while the reply keeps copying it. `Proposal.source` says where a draft came from.
 
 The index lives as long as the engine: a new message of the same conversation only adds its new
 tokens (O(new tokens)), and a different conversation unwinds the index to the shared prefix
@@ -16,33 +23,61 @@ first. Each emitted token costs (n_max - n_min + 1) dictionary updates.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from specchat.core.decoding.drafting import Draft
+from specchat.core.decoding.history_index import GRAM, HistoryIndex
 
 Key = tuple[int, ...]
+
+CONVERSATION = "conversation"
+HISTORY = "history"
+SPAN = 16  # a match this long is a copy: its continuation beats a more frequent one
+MATCH_CAP = 64  # match lengths are counted up to this
 
 
 @dataclass
 class Proposal:
     """A candidate draft: tokens, the raw confidence and the context length behind each."""
 
-    tokens: list[int]
-    confidence: list[float]
-    context: list[int]  # length of the n-gram each token continued
-    keys: list[Key]
+    tokens: list[int] = field(default_factory=list)
+    confidence: list[float] = field(default_factory=list)
+    context: list[int] = field(default_factory=list)  # match length behind each token
+    keys: list[Key] = field(default_factory=list)  # its n-gram (conversation drafts)
+    source: str = CONVERSATION  # CONVERSATION or HISTORY
+    at: int = -1  # HISTORY: where the first token lies in the history index
 
     def classes(self) -> list[str]:
-        return [confidence_class(c, n) for c, n in zip(self.confidence, self.context, strict=True)]
+        h = self.source == HISTORY
+        return [
+            confidence_class(c, n, history=h)
+            for c, n in zip(self.confidence, self.context, strict=True)
+        ]
+
+    def add(self, token: int, confidence: float, match: int, key: Key = ()) -> None:
+        self.tokens.append(token)
+        self.confidence.append(confidence)
+        self.context.append(match)
+        self.keys.append(key)
 
 
-def confidence_class(confidence: float, context: int) -> str:
-    """The calibration class of a drafted token: how sure the counts were, and on how long a
-    context (long contexts are verbatim copies; short ones are habits of the text)."""
+def length_class(match: int) -> str:
+    """How long a match the token continued: copies (`span16`, `span32`) go on; short
+    contexts are habits of the text."""
+    if match >= 2 * SPAN:
+        return "span32"
+    if match >= SPAN:
+        return "span16"
+    return "long" if match >= 6 else "mid" if match >= 4 else "short"
+
+
+def confidence_class(confidence: float, match: int, *, history: bool = False) -> str:
+    """The calibration class of a drafted token: how sure the counts were, on how long a
+    match, and whether it came from the earlier conversations (prefix `h-`)."""
     if confidence >= 0.95:
         c = "c95"
     elif confidence >= 0.75:
@@ -51,23 +86,33 @@ def confidence_class(confidence: float, context: int) -> str:
         c = "c50"
     else:
         c = "c00"
-    return f"{'long' if context >= 6 else 'mid' if context >= 4 else 'short'}/{c}"
+    return f"{'h-' if history else ''}{length_class(match)}/{c}"
 
 
 class NgramDrafter:
     kind = "lookup"
 
-    def __init__(self, *, min_match: int = 3, max_ngram: int = 8, k_max: int = 8) -> None:
+    def __init__(
+        self,
+        *,
+        min_match: int = 3,
+        max_ngram: int = 8,
+        k_max: int = 64,
+        history: HistoryIndex | None = None,
+    ) -> None:
         self.n_min = min_match
         self.n_max = max_ngram
         self.k_max = k_max
+        self.history = history  # the earlier conversations (None: this conversation only)
         self._tokens: list[int] = []
-        # context -> [times seen in all, likeliest continuation, its count, {continuation: count}]
+        # context -> [times seen in all, likeliest continuation, its count, {continuation: count},
+        #             index in the text of the continuation last seen]
         self._next: dict[Key, list[Any]] = {}
         self._refuted: dict[Key, dict[int, int]] = {}  # context -> continuation -> refusals
+        self._anchor: tuple[int, int] | None = None  # (history position, text index) in step
 
     def clear(self) -> None:
-        self._tokens, self._next, self._refuted = [], {}, {}
+        self._tokens, self._next, self._refuted, self._anchor = [], {}, {}, None
 
     def reset(self, *, min_match: int, max_ngram: int, k_max: int) -> None:
         """New settings; the index is rebuilt only if the n-gram sizes changed."""
@@ -86,6 +131,7 @@ class NgramDrafter:
             n = int(np.flatnonzero(a != b)[0])
         self._unwind(len(toks) - n)
         self.extend(context[n:])
+        self._anchor = None
 
     def extend(self, tokens: Sequence[int]) -> None:
         toks, nxt, lo, hi = self._tokens, self._next, self.n_min, self.n_max
@@ -95,12 +141,13 @@ class NgramDrafter:
                 key = tuple(toks[end - n :])
                 entry = nxt.get(key)
                 if entry is None:
-                    nxt[key] = [1, t, 1, {t: 1}]
+                    nxt[key] = [1, t, 1, {t: 1}, end]
                     continue
                 counts = entry[3]
                 c = counts.get(t, 0) + 1
                 counts[t] = c
                 entry[0] += 1
+                entry[4] = end
                 if c >= entry[2]:  # ties go to the most recent continuation
                     entry[1], entry[2] = t, c
             toks.append(t)
@@ -125,13 +172,18 @@ class NgramDrafter:
                 if not counts:
                     del nxt[key]
                     self._refuted.pop(key, None)
-                elif entry[1] == t:
-                    best = max(counts, key=counts.__getitem__)
-                    entry[1], entry[2] = best, counts[best]
+                else:
+                    if entry[1] == t:
+                        best = max(counts, key=counts.__getitem__)
+                        entry[1], entry[2] = best, counts[best]
+                    if entry[4] >= end:
+                        entry[4] = -1  # where it was last followed is gone
 
     # -- drafting ----------------------------------------------------------------------------
-    def _best(self, tail: list[int]) -> tuple[int, float, int, Key] | None:
-        """The likeliest continuation of `tail`: from its longest context seen before."""
+    def _best(self, tail: list[int]) -> tuple[int, float, int, Key, int] | None:
+        """The likeliest continuation of `tail` from its longest context seen before: (token,
+        confidence, context length, context, index in the text where that context was last
+        followed)."""
         end = len(tail)
         nxt = self._next
         for n in range(min(self.n_max, end), self.n_min - 1, -1):
@@ -142,39 +194,109 @@ class NgramDrafter:
             total = entry[0]
             refuted = self._refuted.get(key)
             if not refuted:
-                return entry[1], entry[2] / total, n, key
+                return entry[1], entry[2] / total, n, key, entry[4]
             best, score = -1, -1.0
             for t, c in entry[3].items():
                 sc = c / (total + 2 * refuted.get(t, 0))
                 if sc > score:
                     best, score = t, sc
-            return best, score, n, key
+            return best, score, n, key, entry[4]
         return None
 
+    def _match_length(self, pos: int, n: int) -> int:
+        """How many tokens before `pos` match the end of the text (at least `n`, the context
+        that was found there; at most MATCH_CAP)."""
+        toks = self._tokens
+        end = len(toks)
+        if not 0 < pos < end or tuple(toks[pos - n : pos]) != tuple(toks[end - n :]):
+            return n
+        m = n
+        while m < MATCH_CAP and pos - m - 1 >= 0 and toks[pos - m - 1] == toks[end - m - 1]:
+            m += 1
+        return m
+
+    def _refusals(self, key: Key, token: int) -> int:
+        row = self._refuted.get(key)
+        return row.get(token, 0) if row else 0
+
     def propose(self, k: int | None = None, stop_below: float = 0.02) -> Proposal:
-        """Up to k tokens continuing the indexed text, with their confidences. Drafting stops
-        once the chance that every token so far is right drops below `stop_below`."""
+        """Up to k tokens continuing the text, with their confidences: from this conversation,
+        or else from the earlier ones. Drafting stops once the chance that every token so far
+        is right drops below `stop_below`."""
         limit = self.k_max if k is None else k
-        tail = self._tokens[-self.n_max :]
-        out = Proposal([], [], [], [])
-        chance = 1.0
+        out = self._from_conversation(limit, stop_below)
+        if not out.tokens and self.history is not None and self.history.documents:
+            out = self._from_history(limit)
+        return out
+
+    def _from_conversation(self, limit: int, stop_below: float) -> Proposal:
+        toks = self._tokens
+        tail = toks[-self.n_max :]
+        out = Proposal()
+        chance, run, pos = 1.0, 0, -1  # the span being followed: its match, its next index
         for _ in range(limit):
-            found = self._best(tail)
-            if found is None:
-                break
-            t, conf, n, key = found
+            if run >= SPAN and 0 <= pos < len(toks):
+                # Inside a copy: the longest context there is says what comes next.
+                t, key = toks[pos], tuple(tail[-self.n_max :])
+                conf = 1.0 / (1 + 2 * self._refusals(key, t))
+            else:
+                found = self._best(tail)
+                if found is None:
+                    break
+                t, conf, n, key, at = found
+                if not out.tokens:
+                    run = self._match_length(at, n)
+                elif at != pos or pos < 0:
+                    run = n  # a new context, not the span followed so far
+                pos = at if 0 <= at < len(toks) else -1
+                if pos >= 0 and toks[pos] != t:
+                    if run >= SPAN:  # the longest match wins over the most frequent
+                        t = toks[pos]
+                        conf = 1.0 / (1 + 2 * self._refusals(key, t))
+                    else:
+                        pos, run = -1, n
             chance *= conf
             if chance < stop_below:
                 break
-            out.tokens.append(t)
-            out.confidence.append(conf)
-            out.context.append(n)
-            out.keys.append(key)
+            out.add(t, conf, run, key)
             tail = tail[1:] + [t] if len(tail) >= self.n_max else tail + [t]
+            run, pos = run + 1, (pos + 1 if pos >= 0 else -1)
+        return out
+
+    def _from_history(self, limit: int) -> Proposal:
+        """The continuation of the span of the earlier conversations the reply is copying (the
+        one followed since the last step, or one found from the text's last tokens)."""
+        hist, toks = self.history, self._tokens
+        assert hist is not None
+        if self._anchor is not None:
+            at, since = self._anchor
+            copied = toks[since:]
+            if hist.matches(at, copied):
+                tokens = hist.continuation(at + len(copied), limit)
+                if tokens:
+                    out = Proposal(source=HISTORY, at=at + len(copied))
+                    for j, t in enumerate(tokens):
+                        out.add(t, 1.0, GRAM + len(copied) + j)
+                    return out
+            self._anchor = None
+        found = hist.propose(toks, limit)
+        if found is None:
+            return Proposal(source=HISTORY)
+        out = Proposal(source=HISTORY, at=found.at)
+        conf = found.support / found.seen
+        for j, t in enumerate(found.tokens):
+            out.add(t, conf if j == 0 else 1.0, GRAM + j)
         return out
 
     def feedback(self, proposal: Proposal, drafted: int, accepted: int) -> None:
-        """The target refused token `accepted` of the draft: remember it for that context."""
+        """The target judged `drafted` tokens of the proposal and accepted the first
+        `accepted`: remember a refusal for its context; follow a span of the history."""
+        if proposal.source == HISTORY:
+            if drafted and accepted:
+                self._anchor = (proposal.at, len(self._tokens))
+            elif drafted:
+                self._anchor = None
+            return
         if accepted < drafted:
             key, t = proposal.keys[accepted], proposal.tokens[accepted]
             row = self._refuted.setdefault(key, {})

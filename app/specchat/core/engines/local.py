@@ -74,8 +74,8 @@ class Engine(OneReplyAtATime):
         self.template = ChatTemplate(self.target)
         self.draft: ModelRuntime | None = None
         self._model_drafter: ModelDrafter | None = None
-        self._lookup = NgramDrafter()
         self.history = HistoryIndex()  # earlier conversations, for Lookup (filled by the caller)
+        self._lookup = NgramDrafter(history=self.history)
         self.cost_curve: CostCurve | None = None  # what the planner prices verification with
         self.cost = self._new_cost_model()
         if draft_path is not None:
@@ -116,11 +116,14 @@ class Engine(OneReplyAtATime):
             ratio = min(1.0, self.draft.size_bytes / max(self.target.size_bytes, 1))
         return CostModel(gpu=gpu, draft_cost_ratio=ratio, curve=self.cost_curve)
 
-    def measure_cost_curve(self, k_max: int = 8, repeats: int = 3) -> CostCurve:
-        """Time the target's decodes of 1..k_max+1 tokens on this machine (a few seconds; the
-        cache ends as it began). It does not change what the planner uses: `use_cost_curve`."""
+    def measure_cost_curve(
+        self, k_max: int = 8, repeats: int = 3, ns: Sequence[int] | None = None
+    ) -> CostCurve:
+        """Time the target's decodes of 1..k_max+1 tokens (or of `ns` tokens) on this machine
+        (a few seconds; the cache ends as it began). It does not change what the planner uses:
+        `use_cost_curve`."""
         with self._lock:
-            return measure_cost_curve(self.target, repeats=repeats, k_max=k_max)
+            return measure_cost_curve(self.target, ns, repeats=repeats, k_max=k_max)
 
     def use_cost_curve(self, curve: CostCurve | None) -> None:
         """Price verifications with `curve` from now on (flat: as a GPU would; None: the line
@@ -167,6 +170,19 @@ class Engine(OneReplyAtATime):
             if self.draft is not None:
                 self.draft.reset()
             self._lookup.clear()
+
+    def use_history(self, index: HistoryIndex) -> None:
+        """Draft from `index` as the earlier conversations from now on (an empty one: none)."""
+        with self._lock:
+            self.history = index
+            self._lookup.history = index
+
+    def remember(self, texts: Sequence[str]) -> None:
+        """Add messages (a finished exchange) to the history index, so later conversations
+        draft from them too; searchable at once."""
+        docs = [self.target.tokenize(t, add_special=False, parse_special=False) for t in texts]
+        self.history.add(docs)
+        self.history.finish()
 
     def forget_lookup(self) -> None:
         """Empty the n-gram drafter's index and what it learned from refused drafts."""
@@ -220,7 +236,7 @@ class Engine(OneReplyAtATime):
         self._lookup.reset(
             min_match=params.lookup_min_match,
             max_ngram=params.lookup_max_ngram,
-            k_max=params.k_max,
+            k_max=params.lookup_k_max,
         )
         dec = Decoder(
             self.target,

@@ -1,0 +1,150 @@
+"""The lookup drafter on hand-made token streams: span copies up to 64 tokens from the first
+step, the longest match before the most frequent continuation, the earlier conversations as a
+second source, and an index kept right when the conversation is unwound."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.cost_model import LOOKUP, CostModel
+from specchat.core.decoding.history_index import HistoryIndex
+from specchat.core.decoding.ngram import CONVERSATION, HISTORY, NgramDrafter
+
+
+def span(n: int, seed: int) -> list[int]:
+    """n distinct-looking token ids (no n-gram repeats inside)."""
+    return [int(t) for t in np.random.default_rng(seed).choice(50_000, size=n, replace=False)]
+
+
+def test_a_copy_in_progress_drafts_the_rest_of_the_span_from_the_first_step() -> None:
+    doc = span(200, 1)
+    d = NgramDrafter()
+    d.begin([*span(30, 2), *doc, *span(10, 3), *doc[:40]])  # the reply has copied 40 tokens
+    prop = d.propose(64)
+    assert prop.tokens == doc[40:104]
+    assert prop.source == CONVERSATION
+    assert prop.context[0] == 40  # the whole copy so far, not the n-gram's 8 tokens
+    assert prop.classes()[0] == "span32/c95"
+
+
+def test_a_fresh_match_is_sized_by_its_length() -> None:
+    doc = span(100, 4)
+    d = NgramDrafter()
+    d.begin([*doc, *span(10, 5), *doc[:5]])
+    prop = d.propose(64)
+    assert prop.tokens[:10] == doc[5:15]
+    assert prop.context[:3] == [5, 6, 7]  # the match grows along the draft
+    assert prop.classes()[0] == "mid/c95"
+
+
+def test_the_draft_stops_where_the_copied_text_ends() -> None:
+    doc = span(50, 6)
+    d = NgramDrafter()
+    tail = span(20, 7)
+    d.begin([*doc, *tail, *doc[:30]])
+    prop = d.propose(64)
+    # doc[30:] and then what followed the copy the first time (the tail), as far as it goes
+    assert prop.tokens[:20] == doc[30:]
+    assert prop.tokens[20:40] == tail
+
+
+def test_the_longest_match_beats_a_more_frequent_continuation() -> None:
+    ctx = span(8, 8)
+    a, b = 60_001, 60_002
+    long_span = span(40, 9)
+    text = []
+    for i in range(3):  # ctx is followed by `a` three times, after unrelated text
+        text += span(12, 100 + i) + ctx + [a]
+    text += long_span + ctx + [b] + span(5, 10)  # once by `b`, inside a long span
+    d = NgramDrafter()
+    d.begin([*text, *span(7, 11), *long_span, *ctx])
+    assert d.propose(1).tokens == [b]
+    d.begin([*text, *span(7, 11), *ctx])  # a short match: the most frequent wins
+    assert d.propose(1).tokens == [a]
+
+
+def test_a_refused_span_token_is_trusted_less() -> None:
+    doc = span(100, 12)
+    d = NgramDrafter()
+    d.begin([*doc, *span(5, 13), *doc[:30]])
+    prop = d.propose(8)
+    d.feedback(prop, 8, 0)  # the target refused the first token
+    again = d.propose(8)
+    assert again.confidence[0] < 1.0
+    assert again.classes()[0] != prop.classes()[0]
+
+
+def test_unwinding_to_another_conversation_forgets_where_spans_were() -> None:
+    doc = span(60, 14)
+    d = NgramDrafter()
+    d.begin([*doc, *span(4, 15), *doc[:20]])
+    assert d.propose(4).tokens == doc[20:24]
+    other = span(40, 16)
+    d.begin([*doc[:10], *other, *doc[:5]])  # shares 10 tokens, then differs
+    prop = d.propose(64)
+    assert prop.tokens[:5] == doc[5:10]  # only what this text holds
+    assert prop.tokens[5:45] == other
+
+
+def history_with(doc: list[int]) -> HistoryIndex:
+    h = HistoryIndex()
+    h.add([span(30, 20), [*span(10, 21), *doc, *span(10, 22)]])
+    h.finish()
+    return h
+
+
+def sampled_prefix(h: HistoryIndex, doc: list[int], start: int) -> int:
+    """A prefix length of doc (from `start`) whose last gram the history index sampled."""
+    for n in range(start, len(doc)):
+        if h.propose(doc[:n], 1) is not None:
+            return n
+    raise AssertionError("no sampled gram in the document")
+
+
+def test_the_earlier_conversations_draft_when_this_one_has_no_match() -> None:
+    doc = span(150, 23)
+    h = history_with(doc)
+    d = NgramDrafter(history=h)
+    n = sampled_prefix(h, doc, 6)
+    d.begin([*span(20, 24), *doc[:n]])
+    prop = d.propose(64)
+    assert prop.source == HISTORY
+    assert prop.tokens == doc[n : n + 64]
+    assert prop.classes()[0].startswith("h-")
+    # accepted: the next step follows the same span, whatever gram the text ends on
+    d.feedback(prop, 10, 10)
+    d.extend(doc[n : n + 11])  # 10 accepted drafts and the target's own token
+    follow = d.propose(64)
+    assert follow.source == HISTORY
+    assert follow.tokens == doc[n + 11 : n + 75]
+    # the target went elsewhere: the span is dropped, nothing is made up
+    d.feedback(follow, 5, 2)
+    d.extend([*doc[n + 11 : n + 13], 61_000])
+    assert d.propose(64).tokens == []
+
+
+def test_without_history_nothing_comes_from_it() -> None:
+    doc = span(150, 25)
+    h = history_with(doc)
+    n = sampled_prefix(h, doc, 6)
+    d = NgramDrafter()
+    d.begin([*span(20, 24), *doc[:n]])
+    assert d.propose(64).tokens == []
+
+
+def test_a_gpu_shaped_cost_curve_verifies_the_whole_copy() -> None:
+    """With the flat curve the planner takes the whole 64-token span on offer; with a CPU's
+    steep curve it takes a shorter one."""
+    doc = span(200, 26)
+    d = NgramDrafter()
+    d.begin([*doc, *span(5, 27), *doc[:40]])
+    prop = d.propose(64)
+    flat = CostModel(curve=CostCurve.flat())
+    flat.t1 = 0.01
+    alphas = flat.acceptances(LOOKUP, prop.classes())
+    assert flat.chosen_chain(LOOKUP, alphas) == 64
+    steep = CostModel(curve=CostCurve(((1, 1.0), (17, 11.0), (65, 44.0))))
+    steep.t1 = 0.01
+    k = steep.chosen_chain(LOOKUP, alphas)
+    assert 1 <= k < 64
