@@ -24,7 +24,8 @@ from specchat.core.types import GenerationStats, Mode
 from specchat.gui.chat.column import ChatColumn
 from specchat.gui.chat.session import ChatSession
 from specchat.gui.stats.gauge import SpecGauge
-from specchat.gui.threads.engine import EngineController, ModelsInfo
+from specchat.gui.threads.engine import EngineController
+from specchat.gui.threads.requests import ModelsInfo
 
 WAIT_MS = 60_000
 NOTE = "the server's draft figures are inconsistent (accepted 9999 of 3 drafted): not shown"

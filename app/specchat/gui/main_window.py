@@ -34,7 +34,8 @@ from specchat.gui.models.loader import NO_MODELS_TEXT, ModelLoader
 from specchat.gui.models.panel import ModelsPanel
 from specchat.gui.resources import app_icon, stylesheet
 from specchat.gui.stats.gauge import SpecGauge
-from specchat.gui.threads.engine import EngineController, ModelsInfo
+from specchat.gui.threads.engine import EngineController
+from specchat.gui.threads.requests import ModelsInfo
 
 log = logging.getLogger(__name__)
 

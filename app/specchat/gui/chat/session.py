@@ -21,7 +21,8 @@ from specchat.core.state.settings import Settings
 from specchat.core.types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent
 from specchat.gui.chat.message import MessageWidget
 from specchat.gui.chat.view import ChatView
-from specchat.gui.threads.engine import EngineController, ModelsInfo
+from specchat.gui.threads.engine import EngineController
+from specchat.gui.threads.requests import ModelsInfo
 
 log = logging.getLogger(__name__)
 

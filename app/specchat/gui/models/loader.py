@@ -23,7 +23,8 @@ from specchat.core.store.local_models import (
     default_pair_installed,
     default_pair_paths,
 )
-from specchat.gui.threads.engine import EngineController, LoadRequest, ModelsInfo
+from specchat.gui.threads.engine import EngineController
+from specchat.gui.threads.requests import LoadRequest, ModelsInfo
 
 NO_MODELS_TEXT = (
     "<p><b>No model is loaded yet.</b></p>"

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWid
 from specchat.core.engines.local import LoadedModelInfo
 from specchat.core.placement.offload import OffloadDecision, Placement
 from specchat.core.units import format_bytes
-from specchat.gui.threads.engine import ModelsInfo
+from specchat.gui.threads.requests import ModelsInfo
 
 
 def offload_text(n_gpu_layers: int) -> str:

@@ -12,58 +12,27 @@ import itertools
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from specchat.core.bench.compare import run_comparison
 from specchat.core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
-from specchat.core.decoding.runtime import RuntimeConfig
 from specchat.core.engines.history_feed import feed_history
-from specchat.core.engines.local import Engine, LoadedModelInfo, Message
+from specchat.core.engines.local import Engine, Message
 from specchat.core.types import GenerationParams, Mode
 from specchat.gui.errors import readable_error
+from specchat.gui.threads.requests import GenerateRequest, LoadRequest, ModelsInfo
 
 log = logging.getLogger(__name__)
 
+COST_NS = (1, 2, 3, 5, 9, 17, 33)  # batch sizes timed after a target loads
 _threads: set[QThread] = set()  # every inference thread started and not yet joined
 
 
 def running_threads() -> list[QThread]:
     """Inference threads still running (tests fail when one outlives them)."""
     return [t for t in list(_threads) if t.isRunning()]
-
-
-@dataclass(frozen=True)
-class LoadRequest:
-    target: Path
-    draft: Path | None
-    target_config: RuntimeConfig = field(default_factory=RuntimeConfig)
-    draft_config: RuntimeConfig = field(default_factory=RuntimeConfig)
-    history_db: Path | None = None  # saved conversations for Lookup's history index (None: off)
-
-
-@dataclass(frozen=True)
-class ModelsInfo:
-    """What is loaded now (after a load, successful or not)."""
-
-    target: LoadedModelInfo | None = None
-    draft: LoadedModelInfo | None = None
-    notices: tuple[str, ...] = ()  # settings changed at load time, pair warnings (Engine.notices)
-
-    @property
-    def has_draft(self) -> bool:
-        return self.draft is not None
-
-
-@dataclass(frozen=True)
-class GenerateRequest:
-    messages: tuple[Message, ...]
-    params: GenerationParams
-    mode: Mode
-    cancel: threading.Event
-    fit: bool = False  # leave out the oldest exchanges when the conversation outgrows the context
 
 
 class EngineWorker(QObject):
@@ -86,6 +55,7 @@ class EngineWorker(QObject):
         self._owns = owns_engine
         self.closing = threading.Event()  # set by the controller on shutdown
         self._feed: tuple[threading.Thread, threading.Event] | None = None
+        self._history_on = False  # finished exchanges join the lookup history index
 
     # -- models -----------------------------------------------------------------------------
     def info(self) -> ModelsInfo:
@@ -122,8 +92,10 @@ class EngineWorker(QObject):
             self.engine, self._owns = new, True
             if old is not None and old_owned:
                 old.close()
+            self._history_on = req.history_db is not None
             if req.history_db is not None:
                 self._start_feed(new, req.history_db)
+            self._measure_costs(new)
         eng = self.engine
         assert eng is not None
         if req.draft is None:
@@ -167,6 +139,16 @@ class EngineWorker(QObject):
         self._feed = (thread, stop)
         thread.start()
 
+    def _measure_costs(self, engine: Engine) -> None:
+        """Time the new target's decodes of a few batch sizes up to 33 tokens (about 140 tokens
+        decoded: a second or two on a CPU), so drafts are sized by what verifying costs on this
+        machine; longer ones follow the curve's last slope."""
+        self.loading.emit("Measuring what verifying a draft costs on this machine…")
+        try:
+            engine.use_cost_curve(engine.measure_cost_curve(ns=COST_NS, repeats=2))
+        except Exception:  # the cost model's online estimate serves instead
+            log.info("could not measure the cost curve", exc_info=True)
+
     def _stop_feed(self) -> None:
         if self._feed is not None:
             thread, stop = self._feed
@@ -190,6 +172,7 @@ class EngineWorker(QObject):
             self.failed.emit(rid, "No model is loaded.")
             return
         last = None
+        parts: list[str] = []
         messages = list(req.messages)
         if req.fit:
             try:
@@ -210,12 +193,18 @@ class EngineWorker(QObject):
                 messages, req.params, req.mode, lambda: self._cancelled(req)
             ):
                 last = ev
+                parts.append(ev.text)
                 self.token.emit(rid, ev)
         except Exception as exc:
             log.info("generation failed", exc_info=True)
             self.failed.emit(rid, readable_error(exc))
             return
         self.finished.emit(rid, last)
+        if self._history_on and parts:
+            try:  # later conversations draft from this exchange too
+                self.engine.remember([messages[-1]["content"], "".join(parts)])
+            except Exception:
+                log.info("could not add the reply to the history index", exc_info=True)
 
     @Slot(int, object)
     def compare(self, rid: int, req: GenerateRequest) -> None:
