@@ -21,6 +21,7 @@ class PreparedPrompt:
     text: str
     tokens: tuple[int, ...]
     max_tokens: int
+    history: tuple[tuple[int, ...], ...] = ()  # the prompt's earlier conversations, tokenised
 
 
 @dataclass

@@ -23,6 +23,7 @@ from specchat.core.bench.results import (
 )
 from specchat.core.bench.suite import BenchPrompt, Suite, SuiteError, load_suite, parse_suite
 from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.history_index import HistoryIndex
 from specchat.core.engines.local import Engine
 from specchat.core.reply import Reply
 from specchat.core.types import GenerationParams, Mode
@@ -64,6 +65,10 @@ class EngineVariant:
 
     def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult:
         self.engine.reset_caches()  # every run starts cold: a fair time to first token
+        index = HistoryIndex()  # the earlier conversations this prompt comes with, or none
+        index.add(prompt.history)
+        index.finish()
+        self.engine.use_history(index)
         with RssSampler() as rss:
             reply = Reply.collect(self.engine.generate_tokens(prompt.tokens, params, self.mode))
         st = reply.final_stats
@@ -136,6 +141,10 @@ def prepare(engine: Engine, prompt: BenchPrompt, settings: BenchSettings) -> Pre
         engine.template.render(messages),
         tuple(engine.prompt_tokens(messages)),
         limit,
+        tuple(
+            tuple(engine.target.tokenize(text, add_special=False, parse_special=False))
+            for text in prompt.history
+        ),
     )
 
 

@@ -4,7 +4,9 @@
 A prompt is one user message, or a conversation: ``turns`` holds the earlier messages (user and
 assistant, the assistant's replies stored in the file) and ``prompt`` the last user message,
 the one the runner times. The earlier turns are replayed as context, so a drafter that reads
-the whole conversation has them.
+the whole conversation has them. ``history`` holds messages of earlier, other conversations:
+the lookup drafter's history index holds exactly these while the prompt runs (a question or a
+file seen in another chat), and a peer that has no such index sees nothing of them.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ SUITE_PACKAGE = "specchat.bench_data"  # package data, once pyproject ships it
 SUITE_FILE = "default_suite.toml"
 
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_PROMPT_KEYS = {"id", "kind", "prompt", "system", "max_tokens", "turns"}
+_PROMPT_KEYS = {"id", "kind", "prompt", "system", "max_tokens", "turns", "history"}
 
 
 # -- suites ---------------------------------------------------------------------------------
@@ -47,6 +49,7 @@ class BenchPrompt:
     system: str | None = None
     max_tokens: int | None = None
     turns: tuple[tuple[str, str], ...] = ()  # earlier (role, content) messages, replayed
+    history: tuple[str, ...] = ()  # messages of other, earlier conversations (lookup history)
 
     def messages(self) -> list[Message]:
         out: list[Message] = []
@@ -115,7 +118,14 @@ def parse_suite(text: str, source: str = "<suite>") -> Suite:
         ):
             raise SuiteError(f"{where}: max_tokens must be a positive integer")
         turns = _turns(entry.get("turns", []), where)
-        prompts.append(BenchPrompt(pid, kind, prompt, system or None, max_tokens, turns))
+        history = entry.get("history", [])
+        if not isinstance(history, list) or not all(
+            isinstance(h, str) and h.strip() for h in history
+        ):
+            raise SuiteError(f"{where}: history must be a list of non-empty messages")
+        prompts.append(
+            BenchPrompt(pid, kind, prompt, system or None, max_tokens, turns, tuple(history))
+        )
     name = data.get("name", Path(source).stem)
     return Suite(str(name), tuple(prompts), source)
 
