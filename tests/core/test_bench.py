@@ -73,10 +73,13 @@ def test_parse_a_valid_suite() -> None:
 def test_the_default_suite_covers_every_kind() -> None:
     suite = load_suite()
     counts = {k: sum(p.kind == k for p in suite.prompts) for k in KINDS}
-    assert counts == {"code": 2, "edit": 4, "quote": 4, "chat": 2}
+    assert counts == {"code": 3, "edit": 9, "quote": 5, "chat": 2}
     conversations = [p for p in suite.prompts if p.turns]
     assert len(conversations) == 3  # edit twice, summary then citations, reference quotes
     assert any(p.system for p in conversations)
+    met_again = {p.id: p.history for p in suite.prompts if p.history}
+    assert set(met_again) == {"cross-same-question", "cross-same-file"}
+    assert all(len(h) == 2 for h in met_again.values())  # the question and the earlier reply
 
 
 @pytest.mark.parametrize(
@@ -91,6 +94,8 @@ def test_the_default_suite_covers_every_kind() -> None:
         ('[[prompts]]\nid = "a"\nkind = "code"\nprompt = "p"\nmax_tokens = 0', "max_tokens"),
         ('[[prompts]]\nid = "a"\nkind = "code"\nprompt = "p"\nmaxtokens = 9', "unknown key"),
         ('[[prompts]]\nid="a"\nkind="code"\nprompt="p"\n' * 2, "duplicate id"),
+        ('[[prompts]]\nid="a"\nkind="code"\nprompt="p"\nhistory="x"', "history must be a list"),
+        ('[[prompts]]\nid="a"\nkind="code"\nprompt="p"\nhistory=[""]', "history must be a list"),
     ],
 )
 def test_a_broken_suite_says_what_is_wrong(text: str, message: str) -> None:

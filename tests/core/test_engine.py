@@ -349,3 +349,34 @@ def test_a_cache_that_cannot_be_cut_back_is_decoded_again(engine: Engine, monkey
     assert end.stats.drafted > end.stats.accepted, "no draft was rejected: nothing tested"
     divergence_report(ref, spec)
     engine.reset_caches()
+
+
+def test_an_answer_from_an_earlier_conversation_drafts_the_new_one(engine: Engine) -> None:
+    """The same question in a new conversation: the earlier answer is only in the history
+    index (the conversation's own index is empty), lookup drafts it from there, says so in the
+    stats, and the reply is the plain one (up to a near-tie)."""
+    from specchat.core.decoding.history_index import HistoryIndex
+
+    question = "Write a Python function `is_leap(year: int) -> bool` with a one-line docstring."
+    messages = [{"role": "user", "content": question}]
+    engine.reset_caches()
+    plain, _ = run(engine, messages, "off", max_tokens=80)
+    earlier, _ = text_of(engine, messages, "off", max_tokens=80)
+
+    def tokens(text: str) -> list[int]:
+        return engine.target.tokenize(text, add_special=False, parse_special=False)
+
+    index = HistoryIndex()
+    index.add([tokens(question), tokens(earlier)])
+    index.finish()
+    engine.use_history(index)
+    try:
+        engine.reset_caches()
+        fast, end = run(engine, messages, "lookup", max_tokens=80)
+    finally:
+        engine.use_history(HistoryIndex())
+    st = end.stats
+    assert st.history_drafted >= 30, f"only {st.history_drafted} tokens drafted from the history"
+    assert st.history_accepted >= 0.8 * st.history_drafted
+    assert st.accepted >= st.history_accepted
+    divergence_report(plain, fast)
