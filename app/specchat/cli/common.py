@@ -97,7 +97,7 @@ def _gpu_layers(text: str):
 
 
 def _offload(args: argparse.Namespace, target: Path, draft: Path | None) -> tuple[int, int]:
-    """GPU layers of target and draft, "auto" resolved (core/offload.py)."""
+    """GPU layers of target and draft, "auto" resolved (core/placement/offload.py)."""
     import logging
     import sys
 

@@ -2,10 +2,10 @@
 
 - `--prompt TEXT`, `--prompt -` (standard input) or `--prompt-file PATH`, so that a long prompt
   never meets the shell's argument limit;
-- invalid UTF-8 is replaced with U+FFFD, and the user is told (core/chat_input.py);
+- invalid UTF-8 is replaced with U+FFFD, and the user is told (core/conversation/text_input.py);
 - an empty prompt is refused;
 - a conversation that outgrows the context loses its oldest exchanges, with a note, and a message
-  that cannot fit at all is refused with what to do (core/context_fit.py).
+  that cannot fit at all is refused with what to do (core/conversation/context_fit.py).
 """
 
 from __future__ import annotations

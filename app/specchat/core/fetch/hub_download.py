@@ -5,16 +5,17 @@ One download goes like this:
 1. HEAD each file through huggingface_hub (``get_hf_file_metadata``): size, commit, and the
    LFS SHA-256 (the Hub's linked ETag). A catalog pin for the same repo and file must agree.
 2. Check the free disk space for the bytes still to fetch (:func:`ensure_free_space`).
-3. GET the bytes into ``<file>.part`` in the store (:mod:`.http_transfer`), resuming what is
-   already there (after a cancel, a dropped connection or a restart of the app:
+3. GET the bytes into ``<file>.part`` in the store (:mod:`specchat.core.fetch.transfer`),
+   resuming what is already there (after a cancel, a dropped connection or a restart of the app:
    ``<file>.part.json`` records where the bytes come from), with retries and back-off.
 4. Hash the file (SHA-256, or the git blob id for a file kept in git) and parse its GGUF header.
    Only then is it renamed into place (:func:`atomic_install`). A file that fails is deleted.
 
-Progress (:class:`~.progress.Progress`: bytes, speed, ETA) goes to a callback in the
-downloading thread; setting the ``cancel`` event stops the download at the next chunk with
-:class:`~.progress.Cancelled` and keeps the ``.part`` file. A failure raises
-:class:`~.progress.TransferError` (or a subclass), or :class:`~.remote.HubError` from the Hub.
+Progress (:class:`~specchat.core.store.progress.Progress`: bytes, speed, ETA) goes to a
+callback in the downloading thread; setting the ``cancel`` event stops the download at the next
+chunk with :class:`~specchat.core.store.progress.Cancelled` and keeps the ``.part`` file. A
+failure raises :class:`~specchat.core.store.progress.TransferError` (or a subclass), or
+:class:`~specchat.core.hub.values.HubError` from the Hub.
 """
 
 from __future__ import annotations

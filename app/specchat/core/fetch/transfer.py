@@ -1,5 +1,6 @@
-"""Moving one Hub file's bytes into its ``.part`` file (for :mod:`.download`): a GET through
-huggingface_hub's HTTP session, with a ``Range`` header when part of the file is already there.
+"""Moving one Hub file's bytes into its ``.part`` file (for
+:mod:`specchat.core.fetch.hub_download`): a GET through huggingface_hub's HTTP session, with a
+``Range`` header when part of the file is already there.
 A dropped connection, a short answer or a server error is retried with exponential back-off;
 any progress starts the count of attempts anew. A cancel stops the transfer at the next chunk,
 or at once when the connection is stalled, and keeps the ``.part`` file for resuming."""

@@ -2,12 +2,12 @@
 
 llama.cpp may abort the whole process on some corrupt files, so every model file is checked
 here first: the header is parsed completely, every tensor's data must lie inside the file, and
-the hyperparameters llama.cpp asserts on must be possible (:mod:`.gguf_hparams`).
+the hyperparameters llama.cpp asserts on must be possible (:mod:`specchat.core.gguf.hparams`).
 Errors are `GGUFError`s whose message an end user can act on.
 
 `parse_gguf_prefix` also works on the first bytes of a file only (for headers fetched with
 HTTP range requests): it raises `NeedMoreData` when the header goes on past the bytes given.
-The values it returns (`GGUFInfo`, `TensorInfo`) are defined in :mod:`.gguf_info`.
+The values it returns (`GGUFInfo`, `TensorInfo`) are defined in :mod:`specchat.core.gguf.info`.
 """
 
 from __future__ import annotations

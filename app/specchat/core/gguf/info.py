@@ -1,5 +1,6 @@
 """What a GGUF header says, as values: :class:`GGUFInfo` (metadata, architecture, tokenizer,
-tensors) and :class:`TensorInfo`, plus the two errors of the reader in :mod:`.gguf`."""
+tensors) and :class:`TensorInfo`, plus the two errors of the reader in
+:mod:`specchat.core.gguf.header`."""
 
 from __future__ import annotations
 

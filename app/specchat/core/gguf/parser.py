@@ -1,7 +1,7 @@
 """The byte-level GGUF header reader: a sequential little-endian parser over a buffer (a memory
 map, or the first bytes of a file) that turns anything wrong into a `GGUFError` for users, or
-`NeedMoreData` when the header goes on past the bytes given. :mod:`.gguf` assembles its pieces
-into a `GGUFInfo` and checks them against each other."""
+`NeedMoreData` when the header goes on past the bytes given. :mod:`specchat.core.gguf.header`
+assembles its pieces into a `GGUFInfo` and checks them against each other."""
 
 from __future__ import annotations
 

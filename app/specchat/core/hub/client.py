@@ -1,6 +1,7 @@
 """The Hugging Face Hub as seen by SpecChat: find GGUF repos, list their model files, look up
 a file's size and checksum, and read its GGUF header with HTTP range requests (a few megabytes
-instead of the whole model; :mod:`.hub_header`). The values and errors are in :mod:`.remote`.
+instead of the whole model; :mod:`specchat.core.hub.header`). The values and errors are in
+:mod:`specchat.core.hub.values`.
 
 Everything goes through `huggingface_hub` (its `HfApi`, its HTTP session and error types), so
 ``HF_ENDPOINT``, ``HF_TOKEN``, proxies and ``HF_HUB_OFFLINE`` behave as in every other HF tool.

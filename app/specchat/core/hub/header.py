@@ -1,6 +1,7 @@
 """Reading a GGUF header on the Hub without downloading the model: HTTP range requests for the
-first few megabytes of the file, growing until :func:`~.gguf.parse_gguf_prefix` has the whole
-header (`HubClient.read_header` in `client.py` calls it)."""
+first few megabytes of the file, growing until
+:func:`~specchat.core.gguf.header.parse_gguf_prefix` has the whole header
+(`HubClient.read_header` in `client.py` calls it)."""
 
 from __future__ import annotations
 

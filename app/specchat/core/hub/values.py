@@ -1,6 +1,7 @@
 """What SpecChat knows about things on the Hugging Face Hub, as values: search hits, files,
 models (a single file or all parts of a split one), a file's metadata and a fetched header,
-plus the errors of :mod:`.hub` (:class:`HubError` and its subclasses, messages for users)."""
+plus the errors of :mod:`specchat.core.hub.client` (:class:`HubError` and its subclasses,
+messages for users)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Asked of ggml's backend registry through the native library llama-cpp-python ships
 (``ggml_backend_reg_*`` and ``ggml_backend_dev_*`` with ctypes), so the figures are llama.cpp's
 own. Every probe is best effort: a missing library or symbol gives empty answers, never an error.
-The memory plan (``models/memory_plan.detect_vram``) and ``specchat-cli doctor`` read this.
+The memory plan (``specchat.core.placement.memory_plan.detect_vram``) and
+``specchat-cli doctor`` read this.
 """
 
 from __future__ import annotations

@@ -262,8 +262,8 @@ def machine_memory(*, probe_gpu: bool = True) -> MachineMemory:
 def detect_vram() -> tuple[str, int, int] | None:
     """(name, free, total) of the largest GPU the llama.cpp backend knows, or None.
 
-    Best effort: asks ggml's device registry (``core.backend_info``); a CPU-only build, a
-    missing library or any error gives None.
+    Best effort: asks ggml's device registry (``specchat.core.machine.backend_info``); a
+    CPU-only build, a missing library or any error gives None.
     """
 
     best: tuple[str, int, int] | None = None

@@ -18,7 +18,8 @@ from specchat.core.state.paths import data_dir
 from specchat.core.types import GenerationParams, Mode, params_from
 
 SETTINGS_FILE = "settings.json"
-GPU_FIELDS = ("target_gpu_layers", "draft_gpu_layers")  # int, or "auto" (core/offload.py)
+# Each an int, or "auto" (resolved in core/placement/offload.py).
+GPU_FIELDS = ("target_gpu_layers", "draft_gpu_layers")
 
 
 @dataclass(frozen=True)

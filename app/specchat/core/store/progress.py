@@ -1,5 +1,6 @@
 """One vocabulary for bringing a model into the store, shared by the Hub downloader
-(:mod:`.download`), the PyPI chunk fetch (:mod:`.pypi_fetch`) and imports (:mod:`.store`):
+(:mod:`specchat.core.fetch.hub_download`), the PyPI chunk fetch
+(:mod:`specchat.core.fetch.pypi_chunks`) and imports (:mod:`specchat.core.store.importing`):
 
 - :class:`Progress`: one record per update (what, phase, bytes done and total, speed, ETA);
 - :class:`Cancelled`: the job was stopped through its ``cancel`` event;
