@@ -3,7 +3,7 @@
 Every variant (a speculation mode, or a peer implementation) is measured in pairs with the
 reference, SpecChat with speculation off: for each repeat and prompt the runner does ``off, A,
 off, B, …``, each run from cold KV caches, so every ratio compares two runs taken side by side
-and slow drift of the machine cancels out. The statistics live in ``bench_report``.
+and slow drift of the machine cancels out. The statistics live in ``report.py``.
 """
 
 from __future__ import annotations

@@ -1,2 +1,2 @@
-"""Generation figures: the live gauge, the off-vs-on comparison window, the benchmark chart and
-the short texts they share."""
+"""Generation figures: the live gauge, the off-vs-on comparison window and the short texts they
+share."""
