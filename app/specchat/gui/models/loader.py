@@ -110,7 +110,8 @@ class ModelLoader(QObject):
         self.loading.emit("Loading…")
 
     def decide_offload(self, target: Path, draft: Path | None) -> OffloadDecision | None:
-        """GPU layers for the pair, "auto" resolved from the memory figures (core/placement/offload.py)."""
+        """GPU layers for the pair, "auto" resolved from the memory figures
+        (core/placement/offload.py)."""
         s = self._settings()
         try:
             decision = resolve_offload(
