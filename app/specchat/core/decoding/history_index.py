@@ -58,8 +58,17 @@ def _gram_hashes(tokens: npt.NDArray[np.int32]) -> npt.NDArray[np.uint64]:
     return h
 
 
+_M64 = (1 << 64) - 1
+
+
 def _hash_of(gram: Sequence[int]) -> int:
-    return int(_gram_hashes(np.asarray(gram, dtype=np.int32))[-1])
+    """`_gram_hashes` of one gram, in plain integers (once per drafting step: numpy's call
+    overhead would cost more than the arithmetic)."""
+    h, mult = 0, int(_MULT)
+    for j in range(GRAM):
+        h = ((h ^ (int(gram[-1 - j]) & _M64)) * mult) & _M64
+        h ^= h >> 29
+    return h
 
 
 class HistoryIndex:
