@@ -237,10 +237,26 @@ def test_three_drafted_tokens_accepted_in_a_chain(small_engine: Engine) -> None:
     )
 
 
+def lookup_kept(prompt: list[int], rows: Rows) -> Callable[[tuple[int, ...]], dict[int, float]]:
+    """A sampler that kept lookup's tokens: after the first token (the target's), each token is
+    what the n-gram drafter proposes, whatever the target thinks (the power check's reference)."""
+    from specchat.core.decoding.ngram import NgramDrafter
+
+    def kept(prefix: tuple[int, ...]) -> dict[int, float]:
+        if prefix:
+            drafter = NgramDrafter(min_match=1)
+            drafter.begin([*prompt, *prefix])
+            proposal = drafter.propose(1, stop_below=0.0)
+            if proposal.tokens:
+                return {proposal.tokens[0]: 1.0}
+        return rows(prefix)
+
+    return kept
+
+
 def test_ngram_lookup_sampling_matches_the_target(small_engine: Engine) -> None:
     """A deterministic draft (q is a point mass): accepted with probability p(d), else the
     token is drawn from p without d. (The small engine's draft model is not used here.)"""
-    from specchat.core.decoding.ngram import NgramDrafter
 
     engine = small_engine
     n = int(400 * SCALE)
@@ -253,19 +269,8 @@ def test_ngram_lookup_sampling_matches_the_target(small_engine: Engine) -> None:
     t = engine.target
     exact = exact_joint(Rows(t, prompt, Warp(params, t.n_vocab)), 2, eog_of(t))
 
-    # A sampler that kept lookup's token: the second token is what the n-gram drafter proposes
-    # after the first, whatever the target thinks.
-    def kept(prefix: tuple[int, ...]) -> dict[int, float]:
-        if prefix:
-            drafter = NgramDrafter(min_match=1)
-            drafter.begin([*prompt, *prefix])
-            proposal = drafter.propose(1, stop_below=0.0)
-            if proposal.tokens:
-                return {proposal.tokens[0]: 1.0}
-        return rows(prefix)
-
     rows = Rows(t, prompt, Warp(params, t.n_vocab))
-    naive = exact_joint(kept, 2, eog_of(t))
+    naive = exact_joint(lookup_kept(prompt, rows), 2, eog_of(t))
     engine.reset_caches()
     check("n-gram lookup, T=1.3", counts, exact, naive)
 
@@ -324,7 +329,6 @@ def test_a_32_token_lookup_draft_keeps_the_target_distribution(small_engine: Eng
     step that brings its third token. Power: a sampler that kept lookup's tokens sits outside
     the bound."""
     from specchat.core.decoding.cost_curve import CostCurve
-    from specchat.core.decoding.ngram import NgramDrafter
 
     engine = small_engine
     n = int(400 * SCALE)
@@ -358,16 +362,6 @@ def test_a_32_token_lookup_draft_keeps_the_target_distribution(small_engine: Eng
     t = engine.target
     rows = Rows(t, prompt, Warp(params, t.n_vocab))
     exact = exact_joint(rows, 3, eog_of(t))
-
-    def kept(prefix: tuple[int, ...]) -> dict[int, float]:
-        if prefix:
-            drafter = NgramDrafter(min_match=1)
-            drafter.begin([*prompt, *prefix])
-            proposal = drafter.propose(1, stop_below=0.0)
-            if proposal.tokens:
-                return {proposal.tokens[0]: 1.0}
-        return rows(prefix)
-
-    naive = exact_joint(kept, 3, eog_of(t))
+    naive = exact_joint(lookup_kept(prompt, rows), 3, eog_of(t))
     engine.reset_caches()
     check("n-gram lookup, 32-token drafts, T=1.3", counts, exact, naive)
