@@ -121,10 +121,18 @@ class HistoryIndex:
     def _merge(self) -> None:
         if not self._pending_n:
             return
-        keys = np.concatenate([self._keys, *self._pending_keys])
-        pos = np.concatenate([self._pos, *self._pending_pos])
-        order = np.argsort(keys, kind="stable")
-        self._keys, self._pos = keys[order], pos[order]  # replaced, never changed in place
+        # Only the new grams are sorted; they go in after equal keys already held (the order
+        # a stable sort of everything would give), one O(n) copy instead of a full sort.
+        new_keys = np.concatenate(self._pending_keys)
+        new_pos = np.concatenate(self._pending_pos)
+        order = np.argsort(new_keys, kind="stable")
+        new_keys, new_pos = new_keys[order], new_pos[order]
+        at = np.searchsorted(self._keys, new_keys, side="right")
+        # replaced, never changed in place
+        self._keys, self._pos = (
+            np.insert(self._keys, at, new_keys),
+            np.insert(self._pos, at, new_pos),
+        )
         self._pending_keys, self._pending_pos, self._pending_n = [], [], 0
 
     # -- what it holds ----------------------------------------------------------------------

@@ -237,8 +237,8 @@ class NgramDrafter:
         for _ in range(limit):
             if run >= SPAN and 0 <= pos < len(toks):
                 # Inside a copy: the longest context there is says what comes next.
-                t, key = toks[pos], tuple(tail[-self.n_max :])
-                conf = 1.0 / (1 + 2 * self._refusals(key, t))
+                t, key = toks[pos], tuple(tail)  # tail holds the last n_max tokens
+                conf = 1.0 / (1 + 2 * self._refusals(key, t)) if self._refuted else 1.0
             else:
                 found = self._best(tail)
                 if found is None:
