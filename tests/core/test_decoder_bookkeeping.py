@@ -49,7 +49,7 @@ def confident_lookup() -> CostModel:
     """A cost model that has seen lookup drafts always accepted: it drafts as far as it can."""
     cm = CostModel(gpu=True)
     cm.observe_target(1, 0.01)
-    for cls in ("short/c95", "short/c75", "short/c50", "short/c00"):
+    for cls in (f"{n}/{c}" for n in ("one", "two", "short") for c in ("c95", "c75", "c50", "c00")):
         for _ in range(60):
             cm.observe_accept(LOOKUP, [cls] * 4, 4, 4)
     return cm

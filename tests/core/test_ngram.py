@@ -148,3 +148,21 @@ def test_a_gpu_shaped_cost_curve_verifies_the_whole_copy() -> None:
     steep.t1 = 0.01
     k = steep.chosen_chain(LOOKUP, alphas)
     assert 1 <= k < 64
+
+
+def test_a_one_token_match_is_a_guess_only_a_flat_curve_verifies() -> None:
+    """By default lookup proposes from a match of a single token, priced as the guess it is
+    (about a third of such tokens are accepted): the flat curve verifies it, a CPU's steep
+    curve does not until acceptance measured on this text says otherwise."""
+    text = span(60, 28)
+    d = NgramDrafter()
+    d.begin([*text, text[10]])  # only the last token matches, once
+    prop = d.propose(64)
+    assert prop.tokens[:3] == text[11:14]
+    assert prop.classes()[:3] == ["one/c95", "two/c95", "short/c95"]
+    flat = CostModel(curve=CostCurve.flat())
+    flat.t1 = 0.01
+    assert flat.chosen_chain(LOOKUP, flat.acceptances(LOOKUP, prop.classes())) >= 1
+    steep = CostModel(curve=CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (17, 11.5))))
+    steep.t1 = 0.01
+    assert steep.best_chain(LOOKUP, steep.acceptances(LOOKUP, prop.classes()))[0] == 0

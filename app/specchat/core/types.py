@@ -59,7 +59,9 @@ class GenerationParams:
     k_max: int = 8  # most tokens drafted per verification step
     k_init: int = 4  # first draft length (adapted to acceptance afterwards)
     p_min: float = 0.5  # model draft stops when its top probability falls below this
-    lookup_min_match: int = 3  # prompt lookup drafts only after a match this long (tokens)
+    # lookup drafts only after a match this long (tokens); the cost model decides whether a
+    # short match is worth verifying (on a GPU it is, on a CPU it rarely is)
+    lookup_min_match: int = 1
     lookup_max_ngram: int = 8
     lookup_k_max: int = 64  # most tokens a lookup draft copies (drafting from text costs nothing)
     # diagnostics: record the target's top-2 logits for every emitted token

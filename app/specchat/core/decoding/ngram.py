@@ -67,12 +67,15 @@ class Proposal:
 
 def length_class(match: int) -> str:
     """How long a match the token continued: copies (`span16`, `span32`) go on; short
-    contexts are habits of the text."""
+    contexts are habits of the text, and a match of one or two tokens (`one`, `two`) is a
+    guess that pays only where verifying is nearly free (a GPU)."""
     if match >= 2 * SPAN:
         return "span32"
     if match >= SPAN:
         return "span16"
-    return "long" if match >= 6 else "mid" if match >= 4 else "short"
+    if match >= 3:
+        return "long" if match >= 6 else "mid" if match >= 4 else "short"
+    return "two" if match == 2 else "one"
 
 
 def confidence_class(confidence: float, match: int, *, history: bool = False) -> str:
@@ -95,7 +98,7 @@ class NgramDrafter:
     def __init__(
         self,
         *,
-        min_match: int = 3,
+        min_match: int = 1,
         max_ngram: int = 8,
         k_max: int = 64,
         history: HistoryIndex | None = None,
