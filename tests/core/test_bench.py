@@ -104,9 +104,24 @@ def test_a_broken_suite_says_what_is_wrong(text: str, message: str) -> None:
     assert message in str(info.value)
 
 
+def test_the_held_out_suite_is_bundled_under_its_name() -> None:
+    """`--suite heldout`: edits and quotes written after lookup was tuned, none of them in the
+    default suite."""
+    held = load_suite("heldout")
+    assert held.name == "heldout"
+    assert {p.kind for p in held.prompts} == {"edit", "quote"}
+    assert len(held.prompts) == 7
+    default = load_suite()
+    assert not {p.id for p in held.prompts} & {p.id for p in default.prompts}
+    assert not {p.prompt for p in held.prompts} & {p.prompt for p in default.prompts}
+    assert load_suite("default").prompts == default.prompts
+
+
 def test_missing_files_and_unknown_ids_are_clear(tmp_path) -> None:
     with pytest.raises(SuiteError, match="cannot read suite"):
         load_suite(tmp_path / "nope.toml")
+    with pytest.raises(SuiteError, match="no bundled bench suite nosuch_suite.toml"):
+        load_suite("nosuch")
     with pytest.raises(SuiteError, match="no prompt with id 'zzz'"):
         parse_suite(GOOD, "tiny.toml").select(["a", "zzz"])
 

@@ -331,7 +331,9 @@ def test_a_32_token_lookup_draft_keeps_the_target_distribution(small_engine: Eng
     from specchat.core.decoding.cost_curve import CostCurve
 
     engine = small_engine
-    n = int(400 * SCALE)
+    # 200 samples: each costs one or more 33-row verifications. The bound (~0.13) still sits
+    # well below the kept-draft sampler's distance (~0.18), so the power check holds.
+    n = int(200 * SCALE)
     params = GenerationParams(temperature=1.3, lookup_min_match=1, lookup_k_max=32, max_tokens=40)
     prompt = engine.prompt_tokens(LONG_ECHO)
     engine.reset_caches()

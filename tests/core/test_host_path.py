@@ -151,8 +151,8 @@ def test_long_lookup_draft_gives_the_plain_text(engine: Engine) -> None:
     verified, rolled back and emitted, give the plain greedy reply, on the chains and with a
     penalty."""
     for params in (
-        GenerationParams(k_max=48, k_init=48, max_tokens=220),
-        GenerationParams(k_max=48, k_init=48, max_tokens=220, repeat_penalty=1.05),
+        GenerationParams(k_max=48, k_init=48, max_tokens=120),
+        GenerationParams(k_max=48, k_init=48, max_tokens=120, repeat_penalty=1.05),
     ):
         engine.reset_caches()
         plain, _, _ = generate(engine, COPY, params, "off")

@@ -39,7 +39,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "off, time to first token, acceptance and whether the text matches. "
         "See docs/benchmarks.md.",
     )
-    b.add_argument("--suite", type=Path, help="suite TOML (default: the bundled default suite)")
+    b.add_argument(
+        "--suite",
+        type=Path,
+        help="suite TOML, or a bundled suite's name: default, heldout (prompts lookup was never "
+        "tuned on); default: the default suite",
+    )
     b.add_argument(
         "--modes",
         default=None,

@@ -150,11 +150,16 @@ def _turns(value: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 
 def load_suite(path: str | os.PathLike[str] | None = None) -> Suite:
-    """Read a suite file; without a path, the default suite shipped with SpecChat."""
+    """Read a suite file; without a path, the default suite shipped with SpecChat. A bare
+    name that is no file (`heldout`) is the bundled suite of that name
+    (`heldout_suite.toml`)."""
     if path is None:
-        text, origin = _default_suite_text()
+        text, origin = _bundled_suite_text(SUITE_FILE)
         return parse_suite(text, origin)
     p = Path(path)
+    if not p.exists() and _ID_RE.fullmatch(str(path)) and not p.suffix:
+        text, origin = _bundled_suite_text(f"{path}_suite.toml")
+        return parse_suite(text, origin)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
@@ -162,14 +167,14 @@ def load_suite(path: str | os.PathLike[str] | None = None) -> Suite:
     return parse_suite(text, str(p))
 
 
-def _default_suite_text() -> tuple[str, str]:
+def _bundled_suite_text(name: str) -> tuple[str, str]:
     try:
-        res = resources.files(SUITE_PACKAGE) / SUITE_FILE
+        res = resources.files(SUITE_PACKAGE) / name
         if res.is_file():
             return res.read_text(encoding="utf-8"), str(res)
     except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
         pass
-    path = resources_dir() / "bench" / SUITE_FILE  # a checkout, or a PyInstaller bundle
+    path = resources_dir() / "bench" / name  # a checkout, or a PyInstaller bundle
     if path.is_file():
         return path.read_text(encoding="utf-8"), str(path)
-    raise SuiteError(f"the default bench suite was not found (looked for {path})")
+    raise SuiteError(f"no bundled bench suite {name} (looked for {path})")
