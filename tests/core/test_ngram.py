@@ -9,7 +9,7 @@ import numpy as np
 from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.cost_model import LOOKUP, CostModel
 from specchat.core.decoding.history_index import HistoryIndex
-from specchat.core.decoding.ngram import CONVERSATION, HISTORY, NgramDrafter
+from specchat.core.decoding.ngram import CONVERSATION, FIRST_LOOK, HISTORY, NgramDrafter
 
 
 def span(n: int, seed: int) -> list[int]:
@@ -166,3 +166,20 @@ def test_a_one_token_match_is_a_guess_only_a_flat_curve_verifies() -> None:
     steep = CostModel(curve=CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (17, 11.5))))
     steep.t1 = 0.01
     assert steep.best_chain(LOOKUP, steep.acceptances(LOOKUP, prop.classes()))[0] == 0
+
+
+def test_a_draft_the_planner_refuses_is_not_walked_to_its_end() -> None:
+    """propose(more=...) drafts FIRST_LOOK tokens, and the rest of a 64-token copy only when
+    the planner would verify all of those (the host walks no 64 tokens for a refused guess)."""
+    doc = span(200, 29)
+    d = NgramDrafter()
+    d.begin([*doc, *span(5, 30), *doc[:40]])
+    seen: list[list[int]] = []
+
+    def refuse(first) -> bool:
+        seen.append(list(first.tokens))
+        return False
+
+    assert d.propose(64, more=refuse).tokens == doc[40 : 40 + FIRST_LOOK]
+    assert seen == [doc[40 : 40 + FIRST_LOOK]]
+    assert d.propose(64, more=lambda first: True).tokens == doc[40:104]

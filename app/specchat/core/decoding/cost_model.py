@@ -293,6 +293,11 @@ class CostModel:
         self.idle[drafter] = idle
         return k
 
+    def takes_all(self, drafter: str, classes: Sequence[str]) -> bool:
+        """Whether the best chain over tokens of these acceptance classes is all of them (a
+        longer draft may then pay too)."""
+        return self.best_chain(drafter, self.acceptances(drafter, classes))[0] == len(classes)
+
     def best_k(self, drafter: str, cls: str, max_k: int, lag: int = 0) -> tuple[int, float]:
         """best_chain with one acceptance probability for every position."""
         return self.best_chain(drafter, [self.acceptance(drafter, cls)] * max_k, lag)

@@ -298,7 +298,10 @@ class Decoder:
         if self.mode is Mode.DRAFT:
             assert self.model is not None
             return self._model_draft(min(limit, self.model.k)), DRAFT, [""]
-        prop = self.lookup.propose(min(limit, self.p.lookup_k_max))
+        prop = self.lookup.propose(
+            min(limit, self.p.lookup_k_max),
+            more=lambda first: self.cost.takes_all(LOOKUP, first.classes()),
+        )
         classes = prop.classes()
         alphas = self.cost.acceptances(LOOKUP, classes)
         self._proposal = prop

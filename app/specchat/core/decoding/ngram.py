@@ -22,7 +22,7 @@ first. Each emitted token costs (n_max - n_min + 1) dictionary updates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,7 @@ CONVERSATION = "conversation"
 HISTORY = "history"
 SPAN = 16  # a match this long is a copy: its continuation beats a more frequent one
 MATCH_CAP = 64  # match lengths are counted up to this
+FIRST_LOOK = 4  # propose(more=...): tokens drafted before asking whether to go on
 
 
 @dataclass
@@ -222,11 +223,25 @@ class NgramDrafter:
         row = self._refuted.get(key)
         return row.get(token, 0) if row else 0
 
-    def propose(self, k: int | None = None, stop_below: float = 0.02) -> Proposal:
+    def propose(
+        self,
+        k: int | None = None,
+        stop_below: float = 0.02,
+        more: Callable[[Proposal], bool] | None = None,
+    ) -> Proposal:
         """Up to k tokens continuing the text, with their confidences: from this conversation,
         or else from the earlier ones. Drafting stops once the chance that every token so far
-        is right drops below `stop_below`."""
+        is right drops below `stop_below`. With `more`, the first FIRST_LOOK tokens come
+        first, and the rest only if `more` says all of those would be verified (a guess the
+        planner refuses costs no 64-token walk)."""
         limit = self.k_max if k is None else k
+        if more is not None and limit > FIRST_LOOK:
+            out = self._propose(FIRST_LOOK, stop_below)
+            if len(out.tokens) < FIRST_LOOK or not more(out):
+                return out
+        return self._propose(limit, stop_below)
+
+    def _propose(self, limit: int, stop_below: float) -> Proposal:
         out = self._from_conversation(limit, stop_below)
         if not out.tokens and self.history is not None and self.history.documents:
             out = self._from_history(limit)
