@@ -74,9 +74,11 @@ def length_class(match: int) -> str:
         return "span32"
     if match >= SPAN:
         return "span16"
-    if match >= 3:
-        return "long" if match >= 6 else "mid" if match >= 4 else "short"
-    return "two" if match == 2 else "one"
+    if match >= 6:
+        return "long"
+    if match >= 4:
+        return "mid"
+    return "short" if match == 3 else "two" if match == 2 else "one"
 
 
 def confidence_class(confidence: float, match: int, *, history: bool = False) -> str:
