@@ -22,8 +22,9 @@ PROMPT = [{"role": "user", "content": "Write a Python function that reverses a s
 def test_off_then_on_with_measured_figures(engine: Engine) -> None:
     seen: list[tuple[str, TokenEvent]] = []
     params = GenerationParams(max_tokens=32, seed=3)
+    # one round: the rounds and their verdict have their own tests (test_compare_rounds)
     result = run_comparison(
-        engine, PROMPT, params, "draft", on_event=lambda p, e: seen.append((p, e))
+        engine, PROMPT, params, "draft", on_event=lambda p, e: seen.append((p, e)), rounds=1
     )
     names = [p for p, _ in seen]
     # one pass after the other, never interleaved
@@ -56,7 +57,7 @@ def test_off_then_on_with_measured_figures(engine: Engine) -> None:
 
 def test_lookup_mode_and_cold_caches(engine: Engine) -> None:
     params = GenerationParams(max_tokens=24)
-    result = run_comparison(engine, PROMPT, params, "lookup")
+    result = run_comparison(engine, PROMPT, params, "lookup", rounds=1)
     assert result.on.mode == "lookup" and result.off.stats.tokens == 24
     # both passes start cold: the whole prompt is decoded each time
     assert result.off.stats.prefill_s > 0.0 and result.on.stats.prefill_s > 0.0

@@ -70,19 +70,42 @@ def list_last(reply: Reply) -> TokenEvent:
     return TokenEvent("", (), (), reply.stats, (), reply.finish_reason)
 
 
+_REPLIES: dict[tuple[str, str], tuple[list[Tok], TokenEvent]] = {}
+
+
+def greedy_reply(engine: Engine, messages, mode: str) -> tuple[list[Tok], TokenEvent]:
+    """The greedy 64-token reply in `mode`, with top-2, generated once per module (the greedy
+    and backend-sampling tests share them)."""
+    key = (repr(messages), mode)
+    if key not in _REPLIES:
+        _REPLIES[key] = run(engine, messages, mode, max_tokens=64)
+    return _REPLIES[key]
+
+
 def ids(toks: list[Tok]) -> list[int]:
     return [t for t, _, _ in toks]
+
+
+_TOP2: dict[tuple[str, tuple[int, ...]], list[Top2]] = {}
 
 
 def target_top2_over(engine: Engine, messages, reply: list[int]) -> list[Top2]:
     """The target's top two at every reply position, from a forward pass of its own over the
     prompt and the emitted reply (teacher forcing, in chunks of at most ROWS_MAX rows): a
-    computation independent of the decoder that chose the tokens. Leaves the caches empty."""
-    rt = engine.target
+    computation independent of the decoder that chose the tokens. The prompt's cached prefix
+    is kept (its keys and values do not depend on what the decoder did after it); the same
+    reply is scored once per module."""
     prompt = engine.prompt_tokens(messages)
+    key = (repr(prompt), tuple(reply))
+    if key in _TOP2:
+        return _TOP2[key]
+    rt = engine.target
     rt.use_sampler(None)  # raw logits rows
-    rt.reset()
-    rt.decode(prompt[:-1], logits_for="none")
+    if rt.common_prefix(prompt) >= len(prompt) - 1:
+        rt.truncate(len(prompt) - 1)
+    else:
+        rt.reset()
+        rt.decode(prompt[:-1], logits_for="none")
     inputs = [prompt[-1], *reply[:-1]]
     out: list[Top2] = []
     for start in range(0, len(inputs), ROWS_MAX):
@@ -90,7 +113,8 @@ def target_top2_over(engine: Engine, messages, reply: list[int]) -> list[Top2]:
         for row in rows:
             first, second = (int(i) for i in np.argsort(row)[::-1][:2])
             out.append(Top2(first, float(row[first]), second, float(row[second])))
-    engine.reset_caches()
+    rt.truncate(len(prompt) - 1)
+    _TOP2[key] = out
     return out
 
 
@@ -128,8 +152,8 @@ def divergence_report(off: list[Tok], spec: list[Tok]) -> tuple[int, float] | No
 @pytest.mark.parametrize("mode", ["draft", "lookup", "auto"])
 def test_greedy_speculation_follows_the_target(engine: Engine, mode: str) -> None:
     prompt = CODE_PROMPT if mode == "draft" else EDIT_PROMPT
-    off, off_end = run(engine, prompt, "off", max_tokens=64)
-    spec, spec_end = run(engine, prompt, mode, max_tokens=64)
+    off, off_end = greedy_reply(engine, prompt, "off")
+    spec, spec_end = greedy_reply(engine, prompt, mode)
     assert_greedy_exact(engine, prompt, off)
     assert_greedy_exact(engine, prompt, spec)
     assert off_end.stats.drafted == 0 and off_end.stats.acceptance_rate is None
@@ -156,8 +180,8 @@ def test_backend_sampling_chooses_what_the_host_would(engine: Engine, mode: str)
     diagnostics (top-2) force the host path, which the test above checks against the logits.
     Both must give the same greedy reply (up to a near-tie of batched arithmetic)."""
     prompt = CODE_PROMPT if mode == "draft" else EDIT_PROMPT
-    host, _ = run(engine, prompt, mode, max_tokens=48)
-    fast, end = run(engine, prompt, mode, max_tokens=48, record_top2=False)
+    host, _ = greedy_reply(engine, prompt, mode)
+    fast, end = run(engine, prompt, mode, max_tokens=64, record_top2=False)
     assert all(top is None for _, top, _ in fast)
     assert end.stats.host_rows == 0, "the backend path read a logits row"
     if ids(host) != ids(fast):

@@ -44,9 +44,16 @@ def test_loading_errors_and_draft_availability(qtbot, make_window, model_paths, 
     # target alone, loaded on the inference thread while the window's event loop turns:
     # a zero-interval timer runs whenever the loop is free, so it must run while the
     # controller is still loading (a load on the GUI thread would let it run only after)
+    # (it stops at the first sight of the load, so that it does not spin beside the load)
     during: list[bool] = []
     timer = QTimer()
-    timer.timeout.connect(lambda: during.append(w.controller.loading_models))
+
+    def tick() -> None:
+        during.append(w.controller.loading_models)
+        if during[-1]:
+            timer.stop()
+
+    timer.timeout.connect(tick)
     timer.start(0)
     w.loader.load(target, None)
     assert w.controller.loading_models, "the load finished before load() returned"
