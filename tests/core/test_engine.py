@@ -86,7 +86,7 @@ def ids(toks: list[Tok]) -> list[int]:
     return [t for t, _, _ in toks]
 
 
-_TOP2: dict[tuple[str, tuple[int, ...]], list[Top2]] = {}
+_TOP2: dict[tuple[tuple[int, ...], tuple[int, ...]], list[Top2]] = {}
 
 
 def target_top2_over(engine: Engine, messages, reply: list[int]) -> list[Top2]:
@@ -96,7 +96,7 @@ def target_top2_over(engine: Engine, messages, reply: list[int]) -> list[Top2]:
     is kept (its keys and values do not depend on what the decoder did after it); the same
     reply is scored once per module."""
     prompt = engine.prompt_tokens(messages)
-    key = (repr(prompt), tuple(reply))
+    key = (tuple(prompt), tuple(reply))
     if key in _TOP2:
         return _TOP2[key]
     rt = engine.target
