@@ -104,10 +104,11 @@ def test_rounds_that_disagree_withhold_the_figure() -> None:
     assert not one.reliable and "one round" in one.reason
 
 
-# -- the comparison on the real pair --------------------------------------------------------
+# -- the comparison on a real pair (the 0.5B model drafting for itself: a third of the cost) --
 
 
-def test_rounds_alternate_and_only_the_first_streams(engine: Engine) -> None:
+def test_rounds_alternate_and_only_the_first_streams(small_engine: Engine) -> None:
+    engine = small_engine
     seen: list[str] = []
     result = run_comparison(
         engine,
@@ -138,7 +139,8 @@ def test_rounds_alternate_and_only_the_first_streams(engine: Engine) -> None:
     print(result.summary())
 
 
-def test_a_busy_loop_during_the_runs_makes_the_figure_unreliable(engine: Engine) -> None:
+def test_a_busy_loop_during_the_runs_makes_the_figure_unreliable(small_engine: Engine) -> None:
+    engine = small_engine
     with BusyLoop(loops_over(BUSY_SHARE)):
         result = run_comparison(engine, PROMPT, GenerationParams(max_tokens=8), "lookup", rounds=2)
     v = result.verdict
@@ -148,7 +150,8 @@ def test_a_busy_loop_during_the_runs_makes_the_figure_unreliable(engine: Engine)
     assert result.as_dict()["speedup"] is None and "no speedup figure" in result.summary()
 
 
-def test_a_cancel_keeps_the_finished_rounds(engine: Engine) -> None:
+def test_a_cancel_keeps_the_finished_rounds(small_engine: Engine) -> None:
+    engine = small_engine
     cancel = threading.Event()
 
     def on_event(name: str, ev: TokenEvent) -> None:

@@ -346,7 +346,7 @@ def test_absurd_settings_are_refused(engine: Engine, bad) -> None:
 
 def test_a_second_generate_while_busy_leaves_the_first_alone(engine: Engine) -> None:
     """The second call must find the engine busy before it touches the shared drafters."""
-    p = GenerationParams(max_tokens=40, k_init=2)
+    p = GenerationParams(max_tokens=24, k_init=2)
     ref = Reply.collect(engine.generate(CODE_PROMPT, p, "draft"))
     first = engine.generate(CODE_PROMPT, p, "draft")
     got = Reply()
@@ -368,19 +368,20 @@ def test_a_cache_that_cannot_be_cut_back_is_decoded_again(engine: Engine, monkey
     import llama_cpp
 
     poem = [{"role": "user", "content": "Write a short surreal poem about a lighthouse."}]
-    ref, _ = run(engine, poem, "off", max_tokens=10)
+    ref, _ = run(engine, poem, "off", max_tokens=6)
     monkeypatch.setattr(llama_cpp, "llama_memory_seq_rm", lambda *a: False)
-    spec, end = run(engine, poem, "draft", max_tokens=10, p_min=0.0, k_init=6)
+    spec, end = run(engine, poem, "draft", max_tokens=6, p_min=0.0, k_init=6)
     monkeypatch.undo()
     assert end.stats.drafted > end.stats.accepted, "no draft was rejected: nothing tested"
     divergence_report(ref, spec)
     engine.reset_caches()
 
 
-def test_an_answer_from_an_earlier_conversation_drafts_the_new_one(engine: Engine) -> None:
+def test_an_answer_from_an_earlier_conversation_drafts_the_new_one(small_engine: Engine) -> None:
     """The same question in a new conversation: the earlier answer is only in the history
     index (the conversation's own index is empty), lookup drafts it from there, says so in the
-    stats, and the reply is the plain one (up to a near-tie)."""
+    stats, and the reply is the plain one (up to a near-tie). On the 0.5B pair."""
+    engine = small_engine
     from specchat.core.decoding.history_index import HistoryIndex
 
     question = "Write a Python function `is_leap(year: int) -> bool` with a one-line docstring."

@@ -1,5 +1,7 @@
 """The sparse host path: a repeat penalty and top-2 diagnostics from what llama.cpp's graph
-computed, corrected on the host at a few ids, on the real default pair.
+computed, corrected on the host at a few ids, on the real default pair (greedy penalties) and
+on the 0.5B model drafting for itself (a third of the cost: top-2, the patched distribution
+and long drafts, where the path, not the model, is what is tested).
 
 Every greedy reply is checked token by token against the raw logits of the same text, decoded
 again with no sampler attached and chosen by `Warp.argmax` (the penalty applied over the whole
@@ -125,9 +127,10 @@ def test_greedy_repeat_penalty_matches_the_raw_logits(engine: Engine, mode: str)
     assert ids == ref
 
 
-def test_top2_from_the_candidates(engine: Engine) -> None:
+def test_top2_from_the_candidates(small_engine: Engine) -> None:
     """record_top2 at T=0: the top-2 come from llama.cpp's top-K, equal to the raw rows' (both
     decoded one token at a time, so the arithmetic is the same)."""
+    engine = small_engine
     params = GenerationParams(record_top2=True, max_tokens=24)
     prompt = engine.prompt_tokens(EDIT)
     engine.reset_caches()
@@ -141,9 +144,10 @@ def test_top2_from_the_candidates(engine: Engine) -> None:
     assert [t.gap for t in tops] == pytest.approx([t.gap for t in map(top2, rows)], abs=1e-4)
 
 
-def test_full_distribution_patch_matches_the_warp(engine: Engine) -> None:
+def test_full_distribution_patch_matches_the_warp(small_engine: Engine) -> None:
     """T=0.8, penalty 1.3, no truncation: llama.cpp's softmax patched at the penalised ids is
     the host warp's distribution over the whole raw row."""
+    engine = small_engine
     params = GenerationParams(temperature=0.8, repeat_penalty=1.3)
     rt = engine.target
     prompt = engine.prompt_tokens(EDIT)

@@ -1,6 +1,7 @@
-"""The comparison window on the real engine: the first round streams, the table holds the
-measurements, and the headline is the median speedup over the rounds with its spread, or no
-figure and why (a real busy-loop process stands in for a busy machine)."""
+"""The comparison window on a real engine (the 0.5B model drafting for itself): the first
+round streams, the table holds the measurements, and the headline is the median speedup over
+the rounds with its spread, or no figure and why (a real busy-loop process stands in for a
+busy machine)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,10 @@ def cells(dlg) -> dict[tuple[str, int], str]:
 HEADLINE = re.compile(r"Speedup ×(\d+\.\d\d) \((\d+\.\d\d)–(\d+\.\d\d) over (\d+) rounds\)")
 
 
-def test_comparison_runs_both_passes_and_fills_the_table(qtbot, make_window, tmp_path) -> None:
-    w = make_window(max_tokens=24)
+def test_comparison_runs_both_passes_and_fills_the_table(
+    qtbot, make_window, small_engine, tmp_path
+) -> None:
+    w = make_window(engine=small_engine, max_tokens=24)
     w.mode_selector.buttons[Mode.DRAFT].click()
     w.input.setPlainText(PROMPT)
     w.menus.compare.trigger()
@@ -116,10 +119,12 @@ def test_comparison_can_be_stopped(qtbot, make_window) -> None:
     assert dlg.run_button.isEnabled() and not w.controller.busy
 
 
-def test_a_busy_machine_during_the_off_run_gives_no_figure(qtbot, make_window) -> None:
+def test_a_busy_machine_during_the_off_run_gives_no_figure(
+    qtbot, make_window, small_engine
+) -> None:
     """The issue's case: another program takes a CPU while speculation is off, which made one
     run's figure say ×15.83. A real busy loop runs from the start until the first "on" token."""
-    w = make_window(max_tokens=8)
+    w = make_window(engine=small_engine, max_tokens=8)
     w.mode_selector.buttons[Mode.LOOKUP].click()
     w.input.setPlainText(PROMPT)
     w.menus.compare.trigger()

@@ -138,7 +138,7 @@ def test_comparison_across_two_endpoints(draft_server, llama_server_factory) -> 
         off = RemoteEngine(RemoteConfig(plain.url))
         assert off.info.speculation == "none" and not off.has_draft
         with RemotePair(on, off) as pair:
-            result = run_comparison(pair, CODE, greedy(16), "draft")
+            result = run_comparison(pair, CODE, greedy(16), "draft", rounds=1)
     finally:
         plain.stop()
     assert result.off.stats.mode == "off" and result.off.stats.drafted == 0
