@@ -8,13 +8,15 @@ exact one, computed from its logits with the same warp (llama.cpp's order: top-k
 temperature).
 
 Cases: the default pair drafting one token with top-k/top-p (q differs from p: residual draws
-on many rejections; the target's distribution sparse); the 0.5B model drafting three tokens for
+on many rejections; the target's distribution sparse); SmolLM2-135M drafting three tokens for
 itself (high acceptance, so chains of drafted tokens come out and any dependence between drafted
-tokens shows); n-gram lookup at T > 0 without top-k, drafting 32 tokens at once (a
+tokens shows); n-gram lookup at T > 0 without top-k, drafting 32 tokens at once for SmolLM2 (a
 deterministic draft: accept with probability p(d), else draw from p without d; the target's
-distribution dense over the whole vocabulary); the same with a repeat penalty (the sparse host
-path). Draft lengths are made independent of the machine's speed (`CostModel.steady`),
-since this is a test of exactness.
+distribution dense over the whole vocabulary); lookup with a repeat penalty on the 0.5B model
+(the sparse host path). SmolLM2 (a quarter of the 0.5B's cost per token) carries the cases
+that need hundreds of long samples: exactness does not depend on the model. Draft lengths
+are made independent of the machine's speed (`CostModel.steady`), since this is a test of
+exactness.
 
 Outcomes are binned: each outcome the exact distribution gives at least `MIN_P` is a bin, the
 rest share one bin (chosen from the exact distribution alone, so the comparison stays fair). The
@@ -183,7 +185,7 @@ def eog_of(rt: ModelRuntime) -> Callable[[int], bool]:
 def test_draft_model_with_top_k_and_top_p(engine: Engine) -> None:
     """The default pair: the 0.5B draft proposes token 2 (its q differs from the target's p, so
     rejections and residual draws are frequent), the 1.5B target verifies."""
-    n = int(200 * SCALE)
+    n = int(150 * SCALE)
     params = GenerationParams(temperature=0.9, top_k=40, top_p=0.95, k_init=1, k_max=1, p_min=0.0)
     prompt = engine.prompt_tokens(POEM)
     engine.reset_caches()
@@ -266,7 +268,7 @@ def test_repeat_penalty_sampling_matches_the_target(small_engine: Engine) -> Non
     over the raw rows with each position's own history (the prompt's tail and the tokens
     before it). Power: the same target without the penalty sits outside the bound."""
     engine = small_engine
-    n = int(400 * SCALE)
+    n = int(300 * SCALE)
     params = GenerationParams(
         temperature=1.0, repeat_penalty=1.1, lookup_min_match=1, k_max=2, k_init=2
     )
@@ -315,9 +317,10 @@ def test_a_32_token_lookup_draft_keeps_the_target_distribution(smol_engine: Engi
     from specchat.core.decoding.cost_curve import CostCurve
 
     engine = smol_engine
-    # 200 samples: each costs one or more 33-row verifications. The bound (~0.13) still sits
-    # well below the kept-draft sampler's distance (~0.18), so the power check holds.
-    n = int(200 * SCALE)
+    # 150 samples: each costs one or more 33-row verifications. The bound (0.16) sits well
+    # below the kept-draft sampler's distance (0.37), so the power check holds. At T=1.0 the
+    # reply starts "The quiet river" about a third of the time: long drafts, some rejected.
+    n = int(150 * SCALE)
     params = GenerationParams(temperature=1.0, lookup_min_match=1, lookup_k_max=32, max_tokens=40)
     prompt = engine.prompt_tokens(LONG_ECHO)
     engine.reset_caches()

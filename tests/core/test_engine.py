@@ -78,11 +78,11 @@ _REPLIES: dict[tuple[str, str], tuple[list[Tok], TokenEvent]] = {}
 
 
 def greedy_reply(engine: Engine, messages, mode: str) -> tuple[list[Tok], TokenEvent]:
-    """The greedy 64-token reply in `mode`, with top-2, generated once per module (the greedy
+    """The greedy 48-token reply in `mode`, with top-2, generated once per module (the greedy
     and backend-sampling tests share them)."""
     key = (repr(messages), mode)
     if key not in _REPLIES:
-        _REPLIES[key] = run(engine, messages, mode, max_tokens=64)
+        _REPLIES[key] = run(engine, messages, mode, max_tokens=48)
     return _REPLIES[key]
 
 
@@ -185,7 +185,7 @@ def test_backend_sampling_chooses_what_the_host_would(engine: Engine, mode: str)
     Both must give the same greedy reply (up to a near-tie of batched arithmetic)."""
     prompt = CODE_PROMPT if mode == "draft" else EDIT_PROMPT
     host, _ = greedy_reply(engine, prompt, mode)
-    fast, end = run(engine, prompt, mode, max_tokens=64, record_top2=False)
+    fast, end = run(engine, prompt, mode, max_tokens=48, record_top2=False)
     assert all(top is None for _, top, _ in fast)
     assert end.stats.host_rows == 0, "the backend path read a logits row"
     if ids(host) != ids(fast):

@@ -115,7 +115,7 @@ def unpenalised_reply(engine: Engine, params: GenerationParams) -> list[int]:
 def test_greedy_repeat_penalty_matches_the_raw_logits(engine: Engine, mode: str) -> None:
     """T=0, repeat penalty 1.3: every token of the reply is the penalised argmax of the raw
     row, and no logits row reached the host."""
-    params = GenerationParams(repeat_penalty=1.3, max_tokens=40)
+    params = GenerationParams(repeat_penalty=1.3, max_tokens=32)
     prompt = engine.prompt_tokens(EDIT)
     engine.reset_caches()
     ids, _, end = generate(engine, EDIT, params, mode)
@@ -178,8 +178,8 @@ def test_long_lookup_draft_gives_the_plain_text(small_engine: Engine) -> None:
     penalty (the 0.5B target: the rows' count, not the model, is what this tests)."""
     engine = small_engine
     for params in (
-        GenerationParams(k_max=48, k_init=48, max_tokens=80),
-        GenerationParams(k_max=48, k_init=48, max_tokens=80, repeat_penalty=1.05),
+        GenerationParams(k_max=48, k_init=48, max_tokens=56),
+        GenerationParams(k_max=48, k_init=48, max_tokens=56, repeat_penalty=1.05),
     ):
         engine.reset_caches()
         plain, _, _ = generate(engine, COPY, params, "off")

@@ -37,7 +37,7 @@ HEADLINE = re.compile(r"Speedup ×(\d+\.\d\d) \((\d+\.\d\d)–(\d+\.\d\d) over (
 def test_comparison_runs_both_passes_and_fills_the_table(
     qtbot, make_window, small_engine, tmp_path
 ) -> None:
-    w = make_window(engine=small_engine, max_tokens=24)
+    w = make_window(engine=small_engine, max_tokens=16)
     w.mode_selector.buttons[Mode.DRAFT].click()
     w.input.setPlainText(PROMPT)
     w.menus.compare.trigger()
@@ -71,7 +71,7 @@ def test_comparison_runs_both_passes_and_fills_the_table(
         and number(cell["Time to first token", 1]) > 0
     )
     assert number(cell["Total time", 0]) > 0 and number(cell["Total time", 1]) > 0
-    assert cell["Tokens", 0] == cell["Tokens", 1] == "24"
+    assert cell["Tokens", 0] == cell["Tokens", 1] == "16"
     assert cell["Acceptance rate", 0] == "off" and cell["Acceptance rate", 1].endswith("%")
     summary = dlg.summary.text()
     v = r.verdict
@@ -96,7 +96,7 @@ def test_comparison_runs_both_passes_and_fills_the_table(
     from PySide6.QtGui import QGuiApplication
 
     copied = json.loads(QGuiApplication.clipboard().text())
-    assert copied["off"]["tokens"] == 24 and copied["mode"] == "draft"
+    assert copied["off"]["tokens"] == 16 and copied["mode"] == "draft"
     dlg.save_json(tmp_path / "cmp.json")
     saved = json.loads((tmp_path / "cmp.json").read_text())
     assert saved["identical"] == r.identical and saved["seed"] == dlg.seed
