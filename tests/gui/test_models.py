@@ -61,6 +61,8 @@ def test_loading_errors_and_draft_availability(qtbot, make_window, model_paths, 
     wait_loaded(qtbot, w)
     timer.stop()
     assert any(during), "the event loop did not run while the model loaded"
+    curve = w.controller.engine.cost_curve  # measured after the load, on the worker
+    assert curve is not None and curve.source == "measured"
     qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)
     assert w.models.target is not None and w.models.draft is None
     assert "Draft:</b> <i>none" in w.models_panel.label.text()
@@ -115,6 +117,8 @@ def test_loading_errors_and_draft_availability(qtbot, make_window, model_paths, 
     assert w.models.target is not None and w.models.target.n_ctx == 1024
     assert w.models.draft is not None and w.models.draft.n_ctx == 1024
     assert w.controller.engine is not engine_before
+    # the same file, threads and batch: the curve measured at the first load, not timed again
+    assert w.controller.engine.cost_curve is curve
     w.close()
     assert not w.controller.thread_.isRunning()
 
