@@ -148,13 +148,13 @@ class EngineWorker(QObject):
         target file reloaded with the same threads, GPU layers and batch (a new context size,
         say) keeps the curve it was measured with."""
         rt = engine.target
+        key: tuple[object, ...] = ()
         try:
-            st = rt.path.stat()
-            cfg = rt.config
+            st, cfg = rt.path.stat(), rt.config
             key = (str(rt.path.resolve()), st.st_size, st.st_mtime_ns)
             key += (cfg.threads(), cfg.n_gpu_layers, cfg.n_batch)
         except OSError:
-            key = ()
+            pass  # measured, and not kept
         curve = self._curves.get(key) if key else None
         if curve is None:
             self.loading.emit("Measuring what verifying a draft costs on this machine…")
