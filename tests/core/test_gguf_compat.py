@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import random
 import struct
 import zipfile
@@ -210,6 +211,40 @@ def test_read_without_mmap(model_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(gguf_mod, "_FIRST_CHUNK", 64)  # force several growing reads
     info = read_gguf_info(model_path)
     assert info.vocab_size == N_TOKENS and info.n_tensors == 2
+
+
+def test_a_large_files_header_is_read_once_until_the_file_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Headers of large files are kept (a 150k-token vocabulary takes ~0.4 s to parse): the
+    same file is parsed once, under any name; a rewritten file is parsed again."""
+    monkeypatch.setattr(gguf_mod, "_MEMO_MIN_BYTES", 0)  # the test's files are tiny
+    parsed: list[str] = []
+    parse = gguf_mod._parse_open_file
+
+    def counting(f: Any, name: str) -> GGUFInfo:
+        parsed.append(name)
+        return parse(f, name)
+
+    monkeypatch.setattr(gguf_mod, "_parse_open_file", counting)
+    path = write_model(tmp_path / "kept.gguf")
+    first = read_gguf_info(path)
+    assert read_gguf_info(path).metadata == first.metadata and len(parsed) == 1
+    link = tmp_path / "other-name.gguf"
+    link.symlink_to(path)
+    assert read_gguf_info(link).name == "other-name.gguf"
+    path.unlink()  # replaced by a different model: read again
+    write_model(path, extra={"general.description": "rewritten"})
+    assert read_gguf_info(path).metadata["general.description"] == "rewritten"
+    data = bytearray(path.read_bytes())  # the same size, written in place: read again
+    i = data.index(b"rewritten")
+    data[i : i + 9] = b"REWRITTEN"
+    with open(path, "r+b") as f:
+        f.write(data)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    assert read_gguf_info(path).metadata["general.description"] == "REWRITTEN"
+    assert parsed == ["kept.gguf", "kept.gguf", "kept.gguf"]
 
 
 # ---------------------------------------------------------------------------------------------

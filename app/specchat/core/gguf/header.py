@@ -13,10 +13,13 @@ The values it returns (`GGUFInfo`, `TensorInfo`) are defined in :mod:`specchat.c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import mmap
 import os
 import stat
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
@@ -156,13 +159,42 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
         raise GGUFError(f"{name} is not a regular file")
     if st.st_size == 0:
         raise GGUFError(f"{name} is empty (0 bytes; download incomplete?)")
+    key = _memo_key(st)
+    if key is not None:
+        with _memo_lock:
+            known = _memo.get(key)
+            if known is not None:
+                _memo.move_to_end(key)
+                return dataclasses.replace(known, name=name)
     try:
         with open(p, "rb") as f:
-            return _parse_open_file(f, name)
+            info = _parse_open_file(f, name)
     except PermissionError:
         raise GGUFError(f"{name} cannot be read: permission denied") from None
     except OSError as e:
         raise GGUFError(f"{name} cannot be read: {e.strerror or e}") from None
+    if key is not None:
+        with _memo_lock:
+            _memo[key] = info
+            while len(_memo) > _MEMO_SIZE:
+                _memo.popitem(last=False)
+    return dataclasses.replace(info, name=name)
+
+
+# A model's header is read at every load, pair check and model list: for a 150k-token
+# vocabulary that is ~0.4 s of Python each time. Headers of large files are kept by the file's
+# identity (device, inode, size, modification and change times): a file replaced or written
+# to is read again. Small files (hand-made or partial) are always read.
+_MEMO_MIN_BYTES = 16 << 20
+_MEMO_SIZE = 8
+_memo: OrderedDict[tuple[object, ...], GGUFInfo] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def _memo_key(st: os.stat_result) -> tuple[object, ...] | None:
+    if st.st_size < _MEMO_MIN_BYTES:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def _stat(p: Path, name: str) -> os.stat_result:
