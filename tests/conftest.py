@@ -96,3 +96,21 @@ def small_engine(model_paths):
     eng = _shared_engine(model_paths[1], model_paths[1])
     yield eng
     eng.close()
+
+
+@pytest.fixture(scope="session")
+def short_suite():
+    """Two short bench prompts (an edit that copies its code, a chat question) for the tests of
+    the bench's report: the bundled suite's edit prompts are 400 tokens, whose prefill in every
+    run cost more than the rest of those tests."""
+    from specchat.core.bench.suite import BenchPrompt, Suite
+
+    edit = BenchPrompt(
+        "edit-short",
+        "edit",
+        "Rename `tmp` to `kept` in this function. Reply with the whole function only.\n\n"
+        "```python\ndef positives(xs):\n    tmp = []\n    for x in xs:\n"
+        "        if x > 0:\n            tmp.append(x)\n    return tmp\n```",
+    )
+    chat = BenchPrompt("chat-short", "chat", "What is a thread, in two sentences?")
+    return Suite("short", (edit, chat), "tests/conftest.py")

@@ -318,9 +318,9 @@ def test_parse_llama_cpp_lines() -> None:
 
 
 # -- a short real run -----------------------------------------------------------------------
-def test_a_short_real_bench_gives_a_complete_report(small_engine) -> None:
+def test_a_short_real_bench_gives_a_complete_report(small_engine, short_suite: Suite) -> None:
     engine = small_engine  # the 0.5B pair: the report, not the model, is tested
-    suite: Suite = load_suite().select(["edit-rename", "chat-threads"])
+    suite = short_suite
     seen: list[tuple[int, int]] = []
     bench = run_bench(
         engine,
@@ -333,14 +333,14 @@ def test_a_short_real_bench_gives_a_complete_report(small_engine) -> None:
     )
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
     assert [(r.prompt_id, r.label) for r in bench.runs] == [
-        ("edit-rename", "off"),
-        ("edit-rename", "lookup"),
-        ("chat-threads", "off"),
-        ("chat-threads", "lookup"),
+        ("edit-short", "off"),
+        ("edit-short", "lookup"),
+        ("chat-short", "off"),
+        ("chat-short", "lookup"),
     ]
     report = build_report(bench, models=models_info(engine), argv=["specchat-cli", "bench"])
     json.dumps(report, allow_nan=False)  # plain JSON, no NaN or inf
-    assert json.loads(to_json(report))["records"][0]["id"] == "edit-rename"
+    assert json.loads(to_json(report))["records"][0]["id"] == "edit-short"
     assert report["command"] == "specchat-cli bench"
     assert report["complete"] is True and report["planned_runs"] == 4
     assert report["machine"]["cpu_count_logical"] >= 1
@@ -368,8 +368,8 @@ def test_a_short_real_bench_gives_a_complete_report(small_engine) -> None:
         if r["mode"] == "off":
             assert r["speedup_vs_off"] == 1.0 and r["acceptance_rate"] is None
             assert r["identical_to_off"] is True
-    edit = next(r for r in recs if r["id"] == "edit-rename" and r["mode"] == "lookup")
-    run = runs[("edit-rename", "lookup")]
+    edit = next(r for r in recs if r["id"] == "edit-short" and r["mode"] == "lookup")
+    run = runs[("edit-short", "lookup")]
     assert run.drafted and run.accepted is not None and run.verify_steps
     assert (edit["drafted"], edit["accepted"]) == (run.drafted, run.accepted)
     assert edit["acceptance_rate"] == pytest.approx(run.accepted / run.drafted)
@@ -378,7 +378,7 @@ def test_a_short_real_bench_gives_a_complete_report(small_engine) -> None:
     lookup = report["overall"]["lookup"]
     ratios = [
         runs[(p, "lookup")].tokens_per_s / runs[(p, "off")].tokens_per_s
-        for p in ("edit-rename", "chat-threads")
+        for p in ("edit-short", "chat-short")
     ]
     assert lookup["speedup_vs_off_geomean"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
     assert lookup["speedup_by_kind"] == {

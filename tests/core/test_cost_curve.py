@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from specchat.core.bench.report import build_report, models_info
-from specchat.core.bench.runner import load_suite, run_bench
+from specchat.core.bench.runner import run_bench
 from specchat.core.decoding.backend_sampler import ROWS_MAX
 from specchat.core.decoding.cost_curve import (
     FLAT,
@@ -100,10 +100,12 @@ def test_measuring_refuses_what_one_decode_cannot_do(engine) -> None:
         measure_cost_curve(engine.target, [1, 2], repeats=0)
 
 
-def test_a_bench_report_sets_tau_and_the_ceiling_beside_the_speedup(small_engine) -> None:
+def test_a_bench_report_sets_tau_and_the_ceiling_beside_the_speedup(
+    small_engine, short_suite
+) -> None:
     engine = small_engine  # the 0.5B pair: the report's arithmetic, not the model, is tested
     curve = measure_cost_curve(engine.target, [1, 2, 3, 5, 9], repeats=1)
-    suite = load_suite().select(["edit-rename"])
+    suite = short_suite.select(["edit-short"])
     engine.use_cost_curve(CostCurve.flat())
     try:
         bench = run_bench(
