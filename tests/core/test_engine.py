@@ -244,12 +244,12 @@ def test_reply_ends_at_end_of_generation(engine: Engine) -> None:
     assert "yes" in text.lower()
 
 
-def test_full_context_ends_with_a_reason(model_paths) -> None:
+def test_full_context_ends_with_a_reason(smol_path) -> None:
     from specchat.core.decoding.runtime import RuntimeConfig
 
     cfg = RuntimeConfig(n_ctx=256)
-    # the 0.5B model as target and draft: the context's end, not the model, is what this tests
-    with Engine(model_paths[1], model_paths[1], target_config=cfg, draft_config=cfg) as eng:
+    # SmolLM2-135M as target and draft: the context's end, not the model, is what this tests
+    with Engine(smol_path, smol_path, target_config=cfg, draft_config=cfg) as eng:
         # ~200 prompt tokens, so the reply meets the end of the context after ~50 tokens
         filler = "Ignore this filler: " + "word " * 180 + "\n"
         msgs = [{"role": "user", "content": filler + "Count from 1 to 500, one number per line."}]
