@@ -16,6 +16,8 @@ GPU_LANE = os.environ.get("SPECCHAT_GPU_TESTS") == "1"
 if GPU_LANE:
     # llama.cpp's Vulkan backend leaves out CPU-type devices (llvmpipe) unless they are named
     os.environ.setdefault("GGML_VK_VISIBLE_DEVICES", "0")
+    # fused kernels crash Mesa 22.3's llvmpipe on 3-token batches (docs/gpu.md)
+    os.environ.setdefault("GGML_VK_DISABLE_FUSION", "1")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _WHY = (
