@@ -7,12 +7,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from specchat.cli.bench_host import add_host_options, host_params, host_passes
 from specchat.cli.common import add_cost_curve_option, add_engine_options, engine_from_args
 from specchat.core.bench.report import build_report, models_info, to_json
 from specchat.core.bench.report_md import to_markdown
 from specchat.core.bench.runner import (
     REFERENCE,
-    BenchRun,
     BenchSettings,
     OnRun,
     RunResult,
@@ -21,7 +21,6 @@ from specchat.core.bench.runner import (
     parse_modes,
     run_bench,
 )
-from specchat.core.bench.suite import Suite
 from specchat.core.decoding.cost_curve import FLAT, MEASURED, CostCurve
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, Mode, params_from
@@ -91,13 +90,19 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "packaging/build-llama-server.sh, built if missing)",
     )
     b.add_argument(
+        "--compare-runtimes",
+        action="store_true",
+        help="also time one decode of n tokens through llama-server (built from the same "
+        "llama.cpp) beside SpecChat's runtime, and report both curves side by side",
+    )
+    b.add_argument(
         "--pairing",
         choices=("block", "alternate"),
         default="block",
         help="block: off, A, B, ... per prompt and repeat (default); alternate: off, A, off, B",
     )
     add_cost_curve_option(b)
-    _add_host_options(b)
+    add_host_options(b)
     b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
     b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
     b.add_argument("--png", type=Path, metavar="OUT", help="draw a speedup chart (PNG) here")
@@ -153,7 +158,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     peers = parse_peers(args.peers, args.llama_cpp_bin)
     params = _params(args)
     BenchSettings(args.repeats, args.max_tokens, params).validate()
-    _host_params(args, params)  # the host passes' settings too
+    host_params(args, params)  # the host passes' settings too
     if args.png is not None:
         from specchat.cli.png_chart import check_available
 
@@ -182,12 +187,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 pairing=args.pairing,
                 cost_curve=curve,
             )
-            host_pass = _host_passes(args, params, engine, suite, modes, on_run)
+            host_pass = host_passes(args, params, engine, suite, modes, on_run)
             report = build_report(
                 bench,
                 models=models_info(engine),
                 extra_settings=_extra_settings(args, engine, peers),
                 host_pass=host_pass,
+                runtime_curves=_runtime_curves(args, engine, curve, variants),
             )
         finally:
             for v in variants:
@@ -209,6 +215,21 @@ def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
             file=sys.stderr,
         )
     return curve
+
+
+def _runtime_curves(
+    args: argparse.Namespace, engine: Engine, curve: CostCurve, variants: Sequence[Variant]
+) -> dict | None:
+    """`--compare-runtimes`: SpecChat's runtime and llama-server timing the same decodes (on
+    the llama-server peer without speculation when it runs, else on one started for it)."""
+    if not args.compare_runtimes:
+        return None
+    from specchat.core.bench.runtime_curves import compare_runtimes
+
+    print("timing the same decodes through llama-server…", file=sys.stderr, flush=True)
+    curves = compare_runtimes(engine, curve, peers=variants, binary=args.llama_server)
+    print(curves.describe(), file=sys.stderr)
+    return curves.as_dict()
 
 
 def _add_peers(
@@ -261,63 +282,6 @@ def _extra_settings(args: argparse.Namespace, engine: Engine, peers: Sequence[st
         "draft_gpu_layers": engine.draft.config.n_gpu_layers if engine.draft else None,
         "cost_curve": args.cost_curve,
     }
-
-
-def _add_host_options(b: argparse.ArgumentParser) -> None:
-    b.add_argument(
-        "--host-temperature",
-        type=float,
-        default=None,
-        metavar="T",
-        help="also measure every mode once more at temperature T (1 repeat) for the host "
-        "overhead table",
-    )
-    b.add_argument(
-        "--repeat-penalty",
-        type=float,
-        default=None,
-        metavar="P",
-        help="with --host-temperature: also measure the host overhead with repeat penalty P "
-        "(at --temperature and at the host temperature), so the host table shows both",
-    )
-
-
-def _host_passes(
-    args: argparse.Namespace,
-    params: GenerationParams,
-    engine: Engine,
-    suite: Suite,
-    modes: Sequence[str],
-    on_run: OnRun,
-) -> list[BenchRun]:
-    """The host table's extra passes (one run of every mode each)."""
-    return [
-        run_bench(
-            engine,
-            suite,
-            modes,
-            1,
-            max_tokens=args.max_tokens,
-            params=hp,
-            warmup=False,
-            on_run=on_run,
-            pairing="block",
-        )
-        for hp in _host_params(args, params)
-    ]
-
-
-def _host_params(args: argparse.Namespace, params: GenerationParams) -> list[GenerationParams]:
-    """The extra passes of the host table: the host temperature, and with a repeat penalty
-    the main temperature and the host temperature again with it."""
-    if args.host_temperature is None:
-        return []
-    hot = params.with_(temperature=args.host_temperature, seed=args.seed or 1)
-    out = [hot]
-    if args.repeat_penalty is not None and args.repeat_penalty != 1.0:
-        pen = args.repeat_penalty
-        out += [params.with_(repeat_penalty=pen), hot.with_(repeat_penalty=pen)]
-    return [p.validate() for p in out]
 
 
 def _finish_report(args: argparse.Namespace, report: dict) -> int:

@@ -312,10 +312,11 @@ def build_report(
     argv: Sequence[str] | None = None,
     extra_settings: dict[str, Any] | None = None,
     host_pass: BenchRun | Sequence[BenchRun] | None = None,
+    runtime_curves: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON-ready report: settings, machine, models, records, overall, host overhead (the
-    main pass and, when given, more passes at another temperature or repeat penalty) and every
-    run."""
+    main pass and, when given, more passes at another temperature or repeat penalty), the cost
+    curves of SpecChat's runtime and llama-server side by side when measured, and every run."""
     if host_pass is None:
         host_passes: list[BenchRun] = []
     elif isinstance(host_pass, BenchRun):
@@ -353,6 +354,7 @@ def build_report(
         "settings": settings,
         "definitions": DEFINITIONS,
         "cost_curve": bench.cost_curve.as_dict() if bench.cost_curve else None,
+        "runtime_curves": runtime_curves,
         "records": recs,
         "overall": overall(bench, recs),
         "host_overhead": host_overhead([bench, *host_passes]),

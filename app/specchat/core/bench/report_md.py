@@ -48,6 +48,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         if info:
             lines.append(f"- {role}: {info['file']} ({format_bytes(info['size_bytes'])})")
     lines += _curve_lines(report)
+    lines += runtime_curves_section(report)
     lines += ["", "## Overall (geometric means over prompts)", ""]
     ov = report["overall"]
     kinds = sorted({k for o in ov.values() for k in o["speedup_by_kind"]})
@@ -145,6 +146,35 @@ def _curve_lines(report: dict[str, Any]) -> list[str]:
         )
     elif planner:
         out.append(f"- drafting priced with the {planner} cost curve")
+    return out
+
+
+def runtime_curves_section(report: dict[str, Any]) -> list[str]:
+    """SpecChat's runtime and llama-server timing the same decodes (`--compare-runtimes`)."""
+    rc = report.get("runtime_curves")
+    if not rc:
+        return []
+    out = ["", "## One decode of n tokens: SpecChat's runtime and llama-server", ""]
+    out.append(
+        "Same model, machine and threads; n new tokens after a cached 128-token prefix, fastest "
+        "of 3. llama-server can only time a prompt's shape (the last row's logits); SpecChat's "
+        "runtime times that and a verification's (every row's logits)."
+    )
+    out.append("")
+    rows = [
+        [
+            str(r["n"]),
+            f"{r['specchat_all_ms']:.1f}",
+            f"{r['specchat_last_ms']:.1f}",
+            f"{r['server_last_ms']:.1f}",
+            f"{r['ratio']:.3f}",
+        ]
+        for r in rc["rows"]
+    ]
+    head = ["n", "SpecChat, every row (ms)", "SpecChat, last row (ms)"]
+    head += ["llama-server, last row (ms)", "SpecChat / llama-server (last row)"]
+    out += _table(head, rows)
+    out += ["", f"- largest ratio: {rc['max_ratio']:.3f} (target: at most 1.05)"]
     return out
 
 

@@ -104,6 +104,15 @@ class LlamaServerPeer:
         self.close()
         raise RuntimeError(f"llama-server for {self.label} did not start in time")
 
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One `/completion` request without streaming: the server's JSON answer."""
+        resp = self._request("POST", "/completion", {**body, "stream": False})
+        raw = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"llama-server answered {resp.status}: {raw[:300]!r}")
+        out: dict[str, Any] = json.loads(raw)
+        return out
+
     def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult:
         body = {
             "prompt": list(prompt.tokens),

@@ -145,19 +145,28 @@ def default_ns(k_max: int) -> list[int]:
     return ns
 
 
-def _filler(rt: ModelRuntime) -> list[int]:
+def filler_tokens(rt: ModelRuntime) -> list[int]:
+    """The tokens the timed decodes use (and sit on): the same text for every runtime."""
     text = "def add(a, b):\n    return a + b\n\nThe quick brown fox jumps over the lazy dog. "
     tokens = rt.tokenize(text, add_special=False) or [rt.bos_id]
     return (tokens * (_FILLER // len(tokens) + 1))[:_FILLER]
 
 
 def measure_cost_curve(
-    rt: ModelRuntime, ns: Sequence[int] | None = None, repeats: int = 3, *, k_max: int = 8
+    rt: ModelRuntime,
+    ns: Sequence[int] | None = None,
+    repeats: int = 3,
+    *,
+    k_max: int = 8,
+    rows: str = "all",
 ) -> CostCurve:
-    """Time `llama_decode` of n tokens (logits for every row, as a verification asks) for each
-    n, the fastest of `repeats` (another program on the machine only ever adds time, so the
-    fastest run is the closest to what the decode itself costs); the cache ends as it began.
-    Raises CostCurveError when the context has no room for it."""
+    """Time `llama_decode` of n tokens for each n, the fastest of `repeats` (another program on
+    the machine only ever adds time, so the fastest run is the closest to what the decode itself
+    costs); the cache ends as it began. `rows`: "all" (logits for every row, as a verification
+    asks) or "last" (a prompt's shape, what llama.cpp's own tools time). Raises CostCurveError
+    when the context has no room for it."""
+    if rows not in ("all", "last"):
+        raise CostCurveError(f"rows is 'all' or 'last', not {rows!r}")
     ns = sorted(set(ns if ns is not None else default_ns(k_max)) | {1})
     if ns[-1] > ROWS_MAX:
         raise CostCurveError(f"a decode returns at most {ROWS_MAX} rows, not {ns[-1]}")
@@ -169,7 +178,7 @@ def measure_cost_curve(
             f"no room to measure the cost curve: {n0} + {ns[-1]} tokens > {rt.n_ctx}"
         )
     base = max(n0, min(_FILLER, rt.n_ctx - ns[-1]))
-    tok = _filler(rt)
+    tok = filler_tokens(rt)
     try:
         if n0 < base:  # what the cache holds stays; filler after it, cut off at the end
             rt.decode(tok[: base - n0], logits_for="none")
@@ -181,21 +190,30 @@ def measure_cost_curve(
                 for n in ns:
                     before = rt.llama_s
                     t0 = time.perf_counter()
-                    rt.decode(tok[:n], logits_for="all")
+                    rt.decode(tok[:n], logits_for=rows)
                     spent = rt.llama_s - before
                     times[n].append(spent if spent > 0 else time.perf_counter() - t0)
                     rt.truncate(base)
     finally:
         rt.truncate(n0)
-    best = {n: min(v) for n, v in times.items()}
+    share = meter.use.others_share if meter.use is not None else None
+    return curve_from_times(times, share)
+
+
+def curve_from_times(times: dict[int, list[float]], others_share: float | None = None) -> CostCurve:
+    """A measured curve from each n's timings in seconds (n = 1 among them): the fastest of
+    each n, relative to one token's, and never below a smaller n's (noise aside, a batch never
+    costs less than a smaller one)."""
+    best = {n: min(v) for n, v in times.items() if v}
+    if 1 not in best or best[1] <= 0.0:
+        raise CostCurveError("a cost curve needs a positive one-token time")
     t1 = best[1]
     points: list[tuple[int, float]] = []
     top = 1.0
-    for n in ns:  # a batch never costs less than a smaller one (noise aside)
+    for n in sorted(best):
         top = max(top, best[n] / t1) if n > 1 else 1.0
         points.append((n, top))
-    share = meter.use.others_share if meter.use is not None else None
-    return CostCurve(tuple(points), MEASURED, t1, share)
+    return CostCurve(tuple(points), MEASURED, t1, others_share)
 
 
 def measure_model(

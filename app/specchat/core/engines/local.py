@@ -117,13 +117,19 @@ class Engine(OneReplyAtATime):
         return CostModel(gpu=gpu, draft_cost_ratio=ratio, curve=self.cost_curve)
 
     def measure_cost_curve(
-        self, k_max: int = 8, repeats: int = 3, ns: Sequence[int] | None = None
+        self,
+        k_max: int = 8,
+        repeats: int = 3,
+        ns: Sequence[int] | None = None,
+        *,
+        rows: str = "all",
     ) -> CostCurve:
         """Time the target's decodes of 1..k_max+1 tokens (or of `ns` tokens) on this machine
-        (a few seconds; the cache ends as it began). It does not change what the planner uses:
-        `use_cost_curve`."""
+        (a few seconds; the cache ends as it began), logits for every row (a verification's
+        shape) or the last (`rows="last"`, a prompt's). It does not change what the planner
+        uses: `use_cost_curve`."""
         with self._lock:
-            return measure_cost_curve(self.target, ns, repeats=repeats, k_max=k_max)
+            return measure_cost_curve(self.target, ns, repeats=repeats, k_max=k_max, rows=rows)
 
     def use_cost_curve(self, curve: CostCurve | None) -> None:
         """Price verifications with `curve` from now on (flat: as a GPU would; None: the line
