@@ -6,9 +6,9 @@ Run with the virtual environment's Python; the arguments go to ``pip install``. 
 prints which llama.cpp backend it builds for and why (CUDA with an NVIDIA GPU and the CUDA
 toolkit, Metal on Apple Silicon, Vulkan with a Vulkan GPU that is not a CPU device and the Vulkan
 SDK pieces, else the CPU, naming the packages a Vulkan build lacks;
-``SPECCHAT_BACKEND=cpu|cuda|metal|vulkan`` overrides, and with ``vulkan`` a ``CMAKE_ARGS`` of
-yours is added to the Vulkan flag), and rebuilds an installed llama-cpp-python that lacks that
-backend. On Debian 12, a Vulkan build takes Debian 13's headers:
+``SPECCHAT_BACKEND=cpu|cuda|metal|vulkan`` overrides, and with ``cuda`` or ``vulkan`` a
+``CMAKE_ARGS`` of yours is added to the backend's flag), and rebuilds an installed
+llama-cpp-python that lacks that backend. On Debian 12, a Vulkan build takes Debian 13's headers:
 
     CMAKE_ARGS="$(bash packaging/vulkan-headers-debian.sh)" SPECCHAT_BACKEND=vulkan \
         .venv/bin/python packaging/pip_install.py -e '.[dev]'

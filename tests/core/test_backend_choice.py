@@ -69,6 +69,14 @@ def test_cuda_build_is_told_where_nvcc_is_and_warned_without_it() -> None:
     assert no_toolkit.warnings and not no_toolkit.explicit
 
 
+def test_forced_cuda_keeps_the_users_cmake_args() -> None:
+    # A toolkit without cuBLAS or the driver stub needs paths and one architecture (docs/gpu.md)
+    args = "-DCMAKE_CUDA_ARCHITECTURES=89 -DGGML_CUDA_NO_VMM=on"
+    choice = choose_backend(BuildFacts(**LINUX, nvcc=NVCC, override="cuda", cmake_args=args))
+    assert (choice.backend, choice.cmake_args) == ("cuda", f"-DGGML_CUDA=on {args}")
+    assert choice.env == {"CUDACXX": NVCC} and choice.explicit
+
+
 @pytest.mark.parametrize(
     ("facts", "message"),
     [

@@ -5,8 +5,9 @@ path before SpecChat is installed, so it imports nothing but the standard librar
 doctor`` uses it too, to tell a user whose machine has a GPU but whose build is CPU-only the one
 command that rebuilds.
 
-Rules (``choose_backend``): ``SPECCHAT_BACKEND=cpu|cuda|metal|vulkan`` wins; then ``CMAKE_ARGS``
-set by the user is passed through as it is; then an Apple Silicon Mac gets Metal
+Rules (``choose_backend``): ``SPECCHAT_BACKEND=cpu|cuda|metal|vulkan`` wins (with ``cuda`` or
+``vulkan``, the user's own ``CMAKE_ARGS`` go after the backend's flag); then ``CMAKE_ARGS`` set
+by the user is passed through as it is; then an Apple Silicon Mac gets Metal
 (llama-cpp-python's default there); an NVIDIA GPU (``nvidia-smi``) with the CUDA toolkit
 (``nvcc``) gets CUDA; a Vulkan GPU that is not a CPU device (``vulkaninfo --summary``: AMD,
 Intel, or NVIDIA without the CUDA toolkit) gets Vulkan when the Vulkan SDK pieces llama.cpp needs
@@ -179,11 +180,16 @@ def _overridden(name: str, facts: BuildFacts) -> BackendChoice:
             raise ValueError(f"{why}: CUDA does not run on macOS")
         warnings = () if facts.nvcc else ("the CUDA toolkit (nvcc) was not found: the build fails",)
         env = {"CUDACXX": facts.nvcc} if facts.nvcc else {}
-        return BackendChoice("cuda", why, _CMAKE["cuda"], env, warnings, explicit=True)
+        return BackendChoice("cuda", why, _with_users(_CMAKE["cuda"], facts), env, warnings, True)
     missing = facts.vulkan_missing
     warnings = (vulkan_hint(facts),) if missing else ()
-    flags = _CMAKE["vulkan"] + (f" {facts.cmake_args}" if facts.cmake_args else "")
+    flags = _with_users(_CMAKE["vulkan"], facts)
     return BackendChoice("vulkan", why, flags, warnings=warnings, explicit=True)
+
+
+def _with_users(flag: str, facts: BuildFacts) -> str:
+    """The backend's flag and the user's own ``CMAKE_ARGS`` after it (architectures, paths)."""
+    return flag + (f" {facts.cmake_args}" if facts.cmake_args else "")
 
 
 def _vulkan_auto(facts: BuildFacts) -> BackendChoice:
