@@ -64,6 +64,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--k-max", type=int, default=8, help="most tokens drafted per step")
     b.add_argument("--p-min", type=float, default=0.5, help="draft stops below this confidence")
     b.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up runs")
+    add_peer_options(b)
+    b.add_argument(
+        "--pairing",
+        choices=("block", "alternate"),
+        default="block",
+        help="block: off, A, B, ... per prompt and repeat (default); alternate: off, A, off, B",
+    )
+    add_cost_curve_option(b)
+    add_host_options(b)
+    b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
+    b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
+    b.add_argument("--png", type=Path, metavar="OUT", help="draw a speedup chart (PNG) here")
+    b.add_argument("--quiet", action="store_true", help="no per-run progress lines")
+    add_engine_options(b)
+    b.set_defaults(func=cmd_bench)
+
+
+def add_peer_options(b: argparse.ArgumentParser) -> None:
+    """The peers measured beside SpecChat (llama-cpp-python, llama.cpp, llama-server)."""
     b.add_argument(
         "--peers",
         default="",
@@ -95,20 +114,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="also time one decode of n tokens through llama-server (built from the same "
         "llama.cpp) beside SpecChat's runtime, and report both curves side by side",
     )
-    b.add_argument(
-        "--pairing",
-        choices=("block", "alternate"),
-        default="block",
-        help="block: off, A, B, ... per prompt and repeat (default); alternate: off, A, off, B",
-    )
-    add_cost_curve_option(b)
-    add_host_options(b)
-    b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
-    b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
-    b.add_argument("--png", type=Path, metavar="OUT", help="draw a speedup chart (PNG) here")
-    b.add_argument("--quiet", action="store_true", help="no per-run progress lines")
-    add_engine_options(b)
-    b.set_defaults(func=cmd_bench)
 
 
 def parse_peers(text: str, bin_dir: Path | None) -> list[str]:

@@ -180,7 +180,8 @@ def _overridden(name: str, facts: BuildFacts) -> BackendChoice:
             raise ValueError(f"{why}: CUDA does not run on macOS")
         warnings = () if facts.nvcc else ("the CUDA toolkit (nvcc) was not found: the build fails",)
         env = {"CUDACXX": facts.nvcc} if facts.nvcc else {}
-        return BackendChoice("cuda", why, _with_users(_CMAKE["cuda"], facts), env, warnings, True)
+        flags = _with_users(_CMAKE["cuda"], facts)
+        return BackendChoice("cuda", why, flags, env, warnings, explicit=True)
     missing = facts.vulkan_missing
     warnings = (vulkan_hint(facts),) if missing else ()
     flags = _with_users(_CMAKE["vulkan"], facts)
