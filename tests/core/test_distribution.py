@@ -18,6 +18,10 @@ that need hundreds of long samples: exactness does not depend on the model. Draf
 are made independent of the machine's speed (`CostModel.steady`), since this is a test of
 exactness.
 
+Plain steps at T > 0 (mode off) use llama.cpp's own draw from its graph: a case checks that
+every step's draw has a uniform number of its own (llama.cpp replays a chain's uniform numbers
+until a token is committed to it), against a sampler that drew two tokens with one number.
+
 Outcomes are binned: each outcome the exact distribution gives at least `MIN_P` is a bin, the
 rest share one bin (chosen from the exact distribution alone, so the comparison stays fair). The
 bound on the total-variation distance is the 99.9th percentile of the TV distance that N samples
@@ -355,3 +359,76 @@ def test_a_32_token_lookup_draft_keeps_the_target_distribution(smol_engine: Engi
     naive = exact_joint(lookup_kept(prompt, rows), 3, eog_of(t))
     engine.reset_caches()
     check("n-gram lookup, 32-token drafts, T=1.0", counts, exact, naive)
+
+
+def one_uniform_joint(
+    rows: Callable[[tuple[int, ...]], dict[int, float]],
+    eog: Callable[[int], bool],
+    prune: float = MIN_P / 4,
+) -> dict[tuple[int, ...], float]:
+    """Three tokens when the second and third are drawn with the same uniform number u (what
+    llama.cpp's in-graph draw gives when no token is committed to its chain between two
+    decodes): each is the token whose interval of the cumulative distribution, in vocabulary
+    order as llama.cpp sums it, holds u. P(a, b | t1) is the overlap of a's and b's intervals."""
+
+    def intervals(d: dict[int, float]) -> list[tuple[int, float, float]]:
+        out, c = [], 0.0
+        for t in sorted(d):
+            out.append((t, c, c + d[t]))
+            c += d[t]
+        return out
+
+    out: dict[tuple[int, ...], float] = {}
+
+    def add(key: tuple[int, ...], m: float) -> None:
+        out[key] = out.get(key, 0.0) + m
+
+    for t1, p1 in rows(()).items():
+        if p1 < prune:
+            continue
+        if eog(t1):
+            add((END, END, END), p1)
+            continue
+        for a, lo, hi in intervals(rows((t1,))):
+            if p1 * (hi - lo) < prune:
+                continue
+            if eog(a):
+                add((t1, END, END), p1 * (hi - lo))
+                continue
+            for b, lo3, hi3 in intervals(rows((t1, a))):
+                m = p1 * max(0.0, min(hi, hi3) - max(lo, lo3))
+                if m > 0.0:
+                    add((t1, a, END if eog(b) else b), m)
+    return out
+
+
+DIGITS = [{"role": "user", "content": "Reply with a random 3-digit number and nothing else."}]
+
+
+def pairs(joint: dict[tuple[int, ...], float]) -> dict[tuple[int, ...], float]:
+    """The joint distribution of the second and third tokens."""
+    out: dict[tuple[int, ...], float] = {}
+    for k, v in joint.items():
+        out[k[1:3]] = out.get(k[1:3], 0.0) + v
+    return out
+
+
+def test_plain_steps_draw_with_a_uniform_number_each(small_engine: Engine) -> None:
+    """T = 1 without speculation: the first digit of a random number is drawn on the host from
+    the prefill's distribution, the second and third are llama.cpp's own draws in its graph
+    (one row each). The joint distribution of those two is the target's. Power: a sampler
+    that drew both with the same uniform number (llama.cpp's replay when no token is
+    committed to the chain) puts them on a near-diagonal and sits outside the bound."""
+    engine = small_engine
+    n = int(300 * SCALE)
+    params = GenerationParams(temperature=1.0)
+    prompt = engine.prompt_tokens(DIGITS)
+    engine.reset_caches()
+    counts, _ = draw(engine, prompt, params, "off", 3, n)
+    t = engine.target
+    rows = Rows(t, prompt, Warp(params, t.n_vocab))
+    # pruned finely: a pair's probability is summed over every first digit
+    exact = pairs(exact_joint(rows, 3, eog_of(t), prune=1e-5))
+    naive = pairs(one_uniform_joint(rows, eog_of(t), prune=1e-5))
+    engine.reset_caches()
+    check("off, T=1.0, digits 2 and 3 drawn in llama.cpp's graph", pairs(counts), exact, naive)

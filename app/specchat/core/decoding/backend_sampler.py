@@ -6,9 +6,11 @@ attached to the context, llama.cpp computes what the decoder needs for every out
 same graph as the model (the argmax, or the warped probabilities, or the top candidates) and
 skips copying the raw logits. The chains are llama.cpp's own samplers, applied in llama.cpp's
 order (top-k, top-p, min-p, then temperature), so the distribution is exactly the one llama.cpp
-samples from. At T > 0 the decoder draws the token itself from those probabilities: llama.cpp's
-in-graph draw reuses one uniform number for every decode of a chain's life, so its tokens are
-not independent of each other.
+samples from. At T > 0 llama.cpp also draws a token for every row in the graph. Its draws
+replay: a chain's random state moves on only when a token is committed to it
+(`llama_sampler_accept`), so every decode starts from the same uniform numbers until then. The
+decoder uses a row's draw only where it commits it (`commit`), and draws on the host where the
+distribution it needs is not the chain's (see `dist.keep_graph_draw`).
 
 A repeat penalty and top-2 diagnostics are corrected on the host at a few ids from what a chain
 computed (`candidates`); the raw-logits host path (`sampling.Warp`) remains for the few settings
@@ -30,7 +32,8 @@ DRAFT_TOP_K = 10  # the draft model's candidates (as llama.cpp's own draft sampl
 
 GREEDY = "greedy"  # the argmax of every row
 TOP_K = "top_k"  # the top-k candidates of every row and their logits
-DIST = "dist"  # every row's warped distribution (llama.cpp's own draw is not used)
+DIST = "dist"  # every row's warped distribution and llama.cpp's draw from it
+RANDOM_SEED = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: a random seed at every reset
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class SamplerSpec:
     top_p: float = 1.0
     min_p: float = 0.0
     temperature: float = 1.0
+    seed: int = RANDOM_SEED  # the DIST chain's draws (RANDOM_SEED: a new one at every reset)
 
 
 class _Array:
@@ -102,6 +106,12 @@ class BackendSampler:
             self._l.llama_set_sampler(self._ctx, 0, None)
             self._l.llama_sampler_free(self._chain)
         self._chain, self.active = None, None
+
+    def commit(self, rows: int) -> None:
+        """Move the chain's random state past the draws of the first `rows` rows of the last
+        decode, so that no later decode draws with the same uniform numbers again."""
+        for _ in range(rows):
+            self._l.llama_sampler_accept(self._chain, 0)
 
     # -- what the chain computed for output row i -------------------------------------------
     def token(self, i: int) -> int:
@@ -182,5 +192,5 @@ def _build(lib: Any, spec: SamplerSpec) -> Any:
             add(lib.llama_sampler_init_min_p(spec.min_p, 1))
         if spec.temperature != 1.0:
             add(lib.llama_sampler_init_temp(spec.temperature))
-        add(lib.llama_sampler_init_dist(0))  # its draws are not used: tokens are drawn on the host
+        add(lib.llama_sampler_init_dist(spec.seed))
     return chain

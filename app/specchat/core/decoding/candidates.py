@@ -23,6 +23,7 @@ the raw-logits host path (`sampling.Warp`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -103,20 +104,31 @@ class HostFix:
                     z[j] = penalised(vals[j], f)
         return sparse_warp(self.warp, ids, z)
 
+    def keep_factor(self, i: int, y: int, hist: Sequence[int]) -> float:
+        """The penalty's factor on token y's weight in row i (1 when y is not penalised): the
+        chance of keeping y, drawn by llama.cpp from the unpenalised softmax, as a draw from
+        the penalised distribution (see `dist.keep_graph_draw`)."""
+        if self.penalty == 1.0 or y not in hist[-self.last_n :]:
+            return 1.0
+        zt = float(self.sampler.logits(i)[y])  # z / T
+        temp = self.warp.temperature
+        return math.exp(penalised(zt * temp, self.penalty) / temp - zt)
+
     def full_dist(self, i: int, hist: Sequence[int]) -> Dist:
         """T > 0 without truncation: llama.cpp's softmax over the whole vocabulary, with the
         penalised ids' weights patched (p(x) * exp((pen(z) - z) / T))."""
         _, probs = self.sampler.probs(i)
-        d = Dist(w=probs, total=1.0, n_vocab=self.n_vocab)
         if self.penalty == 1.0 or not hist:
-            return d
-        ids: Ids = np.unique(np.asarray(hist[-self.last_n :], dtype=np.int64))
-        ids = ids[(ids >= 0) & (ids < self.n_vocab)]
+            return Dist(w=probs, total=1.0, n_vocab=self.n_vocab)
+        n = self.n_vocab
+        ids: Ids = np.array(sorted({t for t in hist[-self.last_n :] if 0 <= t < n}), np.int64)
         if not ids.size:
-            return d
+            return Dist(w=probs, total=1.0, n_vocab=n)
         temp = self.warp.temperature
         zt = self.sampler.logits(i)[ids].astype(np.float64)  # z / T
         z = zt * temp
         zp = np.where(z > 0, z / self.penalty, z * self.penalty)
-        new = probs[ids].astype(np.float64) * np.exp(zp / temp - zt)
-        return d.patched(ids, new)
+        old = probs[ids].astype(np.float64)
+        new = old * np.exp(zp / temp - zt)
+        total = 1.0 + float((new - old).sum())
+        return Dist(w=probs, total=total, n_vocab=n, fix_ids=ids, fix_w=new)

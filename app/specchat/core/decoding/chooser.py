@@ -3,18 +3,33 @@
 distribution corrected on the host at a few ids (a repeat penalty, top-2 diagnostics: see
 `candidates`), or on the host from the raw logits rows (`sampling.Warp`), and how a drafted run
 is judged against them (greedy match, or exact speculative acceptance with residual
-resampling). Rows after the first rejected draft token are not read."""
+resampling). Rows after the first rejected draft token are not read. At T > 0 over the whole
+vocabulary a token llama.cpp drew in its graph is used where it is a draw from the wanted
+distribution (`dist.keep_graph_draw`); the host draws only where it is not."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from specchat.core.decoding.backend_sampler import DIST, DRAFT_TOP_K, GREEDY, TOP_K, SamplerSpec
+from specchat.core.decoding.backend_sampler import (
+    DIST,
+    DRAFT_TOP_K,
+    GREEDY,
+    RANDOM_SEED,
+    TOP_K,
+    SamplerSpec,
+)
 from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
-from specchat.core.decoding.dist import Dist, accept_draft_token, residual_sample, sample
+from specchat.core.decoding.dist import (
+    Dist,
+    accept_draft_token,
+    keep_graph_draw,
+    residual_sample,
+    sample,
+)
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import Logits, ModelRuntime
@@ -52,6 +67,7 @@ class Chooser:
         self._hist = history
         self.backend = False  # llama.cpp's graph computes what the target's tokens need
         self.how = HOST
+        self.graph_draws = False  # llama.cpp's own draw of a row may be used (see choose)
         self.fix = HostFix(warp, target.sampler, target.n_vocab)
 
     def setup(self, mode: Mode, model: ModelDrafter | None) -> None:
@@ -62,8 +78,8 @@ class Chooser:
             spec: SamplerSpec | None = SamplerSpec(GREEDY)
             dspec = SamplerSpec(TOP_K, top_k=DRAFT_TOP_K)
         else:
-            # The chains give the distributions; every draw is made on the host from self.rng
-            # (the seed), so the chains need no seed of their own and are reused across requests.
+            # The chains give the distributions and llama.cpp's draws from them; the chain is
+            # reset for every request, so a seed gives the same draws again.
             spec = SamplerSpec(DIST, p.top_k, p.top_p, p.min_p, p.temperature)
             dk = min(DRAFT_TOP_K, p.top_k) if p.top_k > 0 else DRAFT_TOP_K
             dspec = SamplerSpec(DIST, dk, temperature=p.temperature)
@@ -72,8 +88,20 @@ class Chooser:
             how, spec = plan(p, self.t.n_vocab)
             if self.warp.penalises:  # the draft's top-10 logits, penalised on the host
                 dspec = SamplerSpec(TOP_K, top_k=DRAFT_TOP_K)
+        if spec is not None and spec.kind == DIST:
+            spec = replace(spec, seed=RANDOM_SEED if p.seed is None else p.seed % RANDOM_SEED)
         self.backend = self.t.use_sampler(spec)
         self.how = how if self.backend else HOST
+        # llama.cpp's draw of a row is over the whole vocabulary (no truncation, so no
+        # candidate ids to map), and a patch (a repeat penalty >= 1) only lowers weights.
+        self.graph_draws = (
+            self.how in (PLAIN, FULL)
+            and spec is not None
+            and spec.kind == DIST
+            and spec.top_k == 0
+            and spec.top_p >= 1.0
+            and spec.min_p <= 0.0
+        )
         if model is not None:
             model.rt.use_sampler(dspec if mode in (Mode.DRAFT, Mode.AUTO) else None)
 
@@ -86,9 +114,33 @@ class Chooser:
             if how == TOP:
                 return self.fix.greedy(i, self._hist(extra))
             return self.warp.argmax(rows[i], self._hist(extra))
-        # Not llama.cpp's own draw: its in-graph sampler uses one uniform number for every row
-        # of a decode, so its tokens would not be independent.
+        if self.graph_draws:
+            y = self._graph_draw(i)
+            # kept with the penalty's factor on y (1 without one): a draw from the penalised
+            # distribution, the host drawing where it is not kept (`dist.keep_graph_draw`)
+            if 0 <= y < self.t.n_vocab - 1:
+                f = self.fix.keep_factor(i, y, self._hist(extra)) if self.how == FULL else 1.0
+                if f >= 1.0 or self.rng.random() < f:
+                    return y
         return sample(self.dist(rows, i, extra), self.rng)
+
+    def _graph_draw(self, i: int) -> int:
+        """llama.cpp's own draw for row i; the draws of rows 0..i are committed, so each of
+        its uniform numbers is used once."""
+        assert i >= 0
+        s = self.t.sampler
+        y = s.token(i)
+        s.commit(i + 1)
+        return y
+
+    def _residual(self, i: int, p: Dist, q: Dist | None, drafted: int) -> int:
+        """Row i's token after `drafted` was rejected: from max(0, p - q), llama.cpp's own draw
+        where it is a draw from that residual, else on the host."""
+        if self.graph_draws:
+            y = self._graph_draw(i)
+            if keep_graph_draw(p, y, self.rng, q, drafted):
+                return y
+        return residual_sample(p, q, drafted, self.rng)
 
     def dist(self, rows: Logits, i: int, extra: Sequence[int]) -> Dist:
         """The target's warped distribution for output row i (T > 0)."""
@@ -148,5 +200,5 @@ class Chooser:
             p = self.dist(rows, i, tokens[:i])
             q = draft.q[i] if draft.q is not None else None
             if not accept_draft_token(p, q, d, self.rng):
-                return i, residual_sample(p, q, d, self.rng)
+                return i, self._residual(i, p, q, d)
         return k, self.choose(rows, k, tokens)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -244,7 +245,8 @@ class Decoder:
         n = len(self.prompt)
         key = (
             self.choose.backend,
-            t.sampler.active,
+            # (not the chain's seed: what the first token is drawn from does not depend on it)
+            None if t.sampler.active is None else replace(t.sampler.active, seed=0),
             self.p.temperature,
             self.p.top_k,
             self.p.top_p,
@@ -287,7 +289,7 @@ class Decoder:
         rows = t.decode([self.ctx[-1]], logits_for="last")
         self.cost.observe_target(1, t.llama_s - before)
         self.stats.target_steps += 1
-        self._push(self.choose.choose(rows, -1), False, rows, -1)
+        self._push(self.choose.choose(rows, 0), False, rows, -1)
 
     def _draft(self, limit: int) -> tuple[Draft, str, list[str]]:
         """The draft for this step (possibly empty), which drafter made it, and the acceptance

@@ -116,7 +116,9 @@ def _sample_weights(d: Dist, rng: np.random.Generator) -> int:
     assert w is not None
     n = w.shape[0]
     main = n - n % BLOCK
-    sums = w[:main].reshape(-1, BLOCK).sum(axis=1, dtype=np.float64)
+    # float32 block sums (numpy sums pairwise: ~1e-7 relative error, as llama.cpp's own float32
+    # softmax), at a quarter of float64's cost; the cumulative sum over blocks in float64
+    sums = w[:main].reshape(-1, BLOCK).sum(axis=1).astype(np.float64)
     if main < n:
         sums = np.append(sums, w[main:].sum(dtype=np.float64))
     fix = d.fix_ids
@@ -144,6 +146,38 @@ def _sample_small_at(p: npt.NDArray[np.float64], u: float) -> int:
     while i > 0 and p[i] <= 0.0:
         i -= 1
     return i
+
+
+def keep_graph_draw(
+    p: Dist, y: int, rng: np.random.Generator, q: Dist | None = None, drafted: int = -1
+) -> bool:
+    """Whether to keep `y`, a token llama.cpp drew in its graph from the weights `p.w` (its
+    softmax, summing to 1), as a draw from the distribution wanted here: p with its patch
+    (`drafted` < 0), or the residual max(0, p - q) after `drafted` was rejected (q None: a
+    point mass on it). Kept with probability rho(y) / w(y), rho the wanted weight in w's units
+    (a patch only ever lowers a weight, so rho <= w). Otherwise the caller draws on the host
+    from the wanted distribution itself. Together exact: y is output with probability
+    w(y) * rho(y) / w(y) + (1 - sum(rho)) * rho(y) / sum(rho) = rho(y) / sum(rho). The
+    vocabulary's last id is never kept: llama.cpp's draw lands there when its float32
+    cumulative sum falls short of its uniform number (by ~1e-5 at most), so that id is drawn
+    on the host (a reserved, never-likely token in the models SpecChat ships). A draw whose
+    weight is not patched, with no draft rejected, costs no random number."""
+    assert p.w is not None and p.ids is None
+    if not 0 <= y < p.n_vocab - 1:
+        return False
+    w = float(p.w[y])
+    if w <= 0.0:
+        return False
+    rho = p.weight(y)
+    if drafted >= 0:
+        if q is None:
+            if y == drafted:
+                return False
+        else:
+            rho = max(0.0, rho - q.prob(y) * p.total)
+    if rho >= w:
+        return True
+    return bool(rng.random() * w < rho)
 
 
 def accept_draft_token(p: Dist, q: Dist | None, drafted: int, rng: np.random.Generator) -> bool:
