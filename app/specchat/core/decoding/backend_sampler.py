@@ -143,6 +143,25 @@ class BackendSampler:
         ids = _ints(n).from_address(self._cands(self._ctx, i))[:]
         return ids, logits
 
+    def prob_at(self, i: int, token: int) -> float:
+        """Row i's probability of one token (a DIST chain that kept the whole vocabulary)."""
+        n = int(self._probs_n(self._ctx, i))
+        addr = self._probs(self._ctx, i)
+        if not addr or not 0 <= token < n:
+            return 0.0
+        return float(ctypes.c_float.from_address(addr + 4 * token).value)
+
+    def few(self, i: int) -> tuple[list[int], list[float]] | None:
+        """Row i's candidate ids and their probabilities as Python lists (a DIST chain with
+        top-k: a few values, cheaper as lists than as numpy arrays right after a decode);
+        None when the chain kept the whole vocabulary."""
+        n = int(self._cands_n(self._ctx, i))
+        cands = self._cands(self._ctx, i)
+        addr = self._probs(self._ctx, i)
+        if not n or not cands or not addr:
+            return None
+        return _ints(n).from_address(cands)[:], _floats(n).from_address(addr)[:]
+
     def _candidates(self, i: int) -> npt.NDArray[np.int32] | None:
         n = int(self._cands_n(self._ctx, i))
         addr = self._cands(self._ctx, i)

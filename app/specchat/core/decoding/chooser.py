@@ -26,6 +26,7 @@ from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
 from specchat.core.decoding.dist import (
     Dist,
     accept_draft_token,
+    accept_with,
     keep_graph_draw,
     residual_sample,
     sample,
@@ -197,8 +198,12 @@ class Chooser:
                 if choice_i != d:
                     return i, choice_i
                 continue
-            p = self.dist(rows, i, tokens[:i])
             q = draft.q[i] if draft.q is not None else None
+            if self.graph_draws and self.how == PLAIN:  # p(d) read alone; p built if rejected
+                if not accept_with(self.t.sampler.prob_at(i, d), q, d, self.rng):
+                    return i, self._residual(i, self.dist(rows, i, tokens[:i]), q, d)
+                continue
+            p = self.dist(rows, i, tokens[:i])
             if not accept_draft_token(p, q, d, self.rng):
                 return i, self._residual(i, p, q, d)
         return k, self.choose(rows, k, tokens)

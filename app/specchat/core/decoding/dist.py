@@ -182,7 +182,11 @@ def keep_graph_draw(
 
 def accept_draft_token(p: Dist, q: Dist | None, drafted: int, rng: np.random.Generator) -> bool:
     """Accept `drafted` with probability min(1, p(x) / q(x)) (q(x) = 1 for a point-mass draft)."""
-    px = p.prob(drafted)
+    return accept_with(p.prob(drafted), q, drafted, rng)
+
+
+def accept_with(px: float, q: Dist | None, drafted: int, rng: np.random.Generator) -> bool:
+    """`accept_draft_token` given the target's probability px of `drafted`."""
     qx = 1.0 if q is None else q.prob(drafted)
     if qx <= 0.0:
         return px > 0.0

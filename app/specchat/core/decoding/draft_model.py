@@ -96,13 +96,10 @@ class ModelDrafter:
                     qs.append(q)
             elif backend is not None and sampled:
                 assert rng is not None
-                ids, probs = rt.sampler.probs(-1)
-                q = backend_dist(ids, probs, rt.n_vocab, copy=True)
-                if q.top_prob() < p_min:
+                got = self._from_chain(rng, p_min)
+                if got is None:
                     break
-                # drawn here, not taken from llama.cpp's graph: its sampler reuses one uniform
-                # number for every decode, which would tie the drafted tokens together
-                t = sample(q, rng)
+                t, q = got
                 qs.append(q)
             elif sampled:
                 assert warp is not None and rng is not None
@@ -124,6 +121,36 @@ class ModelDrafter:
             else:
                 break
         return Draft(tokens, qs if sampled else None)
+
+    def _from_chain(self, rng: np.random.Generator, p_min: float) -> tuple[int, Dist] | None:
+        """The next draft token drawn on the host from the draft's distribution as its DIST
+        chain computed it (its top-10: read and drawn as Python lists), with that distribution
+        as q; None when the draft is not confident."""
+        rt = self.rt
+        few = rt.sampler.few(-1)
+        if few is None:  # the whole vocabulary
+            ids, probs = rt.sampler.probs(-1)
+            q = backend_dist(ids, probs, rt.n_vocab, copy=True)
+            return None if q.top_prob() < p_min else (sample(q, rng), q)
+        cands, ps = few
+        total = sum(ps)
+        if total <= 0.0 or max(ps) < p_min * total:
+            return None
+        u = rng.random() * total
+        t, c = cands[-1], 0.0
+        for tok, p in zip(cands, ps, strict=True):
+            c += p
+            if u < c:
+                t = tok
+                break
+        else:  # rounding at the very end: the last token with any mass
+            t = next(tok for tok, p in zip(reversed(cands), reversed(ps), strict=True) if p > 0)
+        q = Dist(
+            ids=np.array(cands, dtype=np.int64),
+            probs=np.array(ps, dtype=np.float64) / total,
+            n_vocab=rt.n_vocab,
+        )
+        return t, q
 
     def _from_top(
         self, warp: Warp | None, hist: list[int], p_min: float, rng: np.random.Generator | None
