@@ -154,3 +154,23 @@ def test_a_confident_chain_is_drafted_further_than_a_doubtful_one() -> None:
     sure, _ = cm.best_chain(LOOKUP, [0.98] * 12)
     fading, _ = cm.best_chain(LOOKUP, [0.98, 0.98, 0.5, 0.3, 0.3, 0.3])
     assert sure >= 8 and fading == 2
+
+
+def test_the_plain_step_after_a_lone_verification_is_charged_to_it() -> None:
+    """llama.cpp rebuilds its graph when a decode's shape changes, so a lone one-token draft
+    costs a slower plain step after it (about 5 % of a decode on a 2-core CPU). The plain
+    step's excess over a plain decode is added to the verification's measured time; a
+    verification followed by another one is charged nothing extra."""
+    t1 = 0.03
+    lone = measured(t1, {2: 0.054})
+    chained = measured(t1, {2: 0.054})
+    for cm, after in ((lone, None), (chained, LOOKUP)):
+        for _ in range(20):
+            predicted = cm.step_cost(LOOKUP, 1) / cm.step_ratio.get(LOOKUP, 1.0)
+            cm.observe_step(LOOKUP, 1, predicted, predicted)  # as predicted
+            if after is None:
+                cm.observe_step(None, 0, 1.3 * t1, 1.3 * t1)  # the plain step after it
+            else:
+                cm.observe_step(after, 1, predicted, predicted)
+    assert chained.step_ratio[LOOKUP] == pytest.approx(1.0, abs=0.02)
+    assert lone.step_ratio[LOOKUP] > 1.1

@@ -107,6 +107,7 @@ class CostModel:
         self.host: float | None = None  # host seconds per step outside llama_decode (plain)
         self.step_ratio: dict[str, float] = {}  # per drafter: measured step / predicted step
         self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
+        self._pending: tuple[str, float, float] | None = None  # last speculative step's times
         self.reprobe_after = 24  # steps: a drafter the estimates rule out is tried again
         self.learn_timing = True  # False: keep the timing set by steady() (reproducible runs)
         self.curve: CostCurve | None = None  # None: the online line (beta)
@@ -171,22 +172,35 @@ class CostModel:
     def observe_step(self, drafter: str | None, k: int, wall_s: float, llama_s: float) -> None:
         """A whole step: `wall_s` from the start of drafting to the event handed out, of which
         `llama_s` inside llama_decode. A plain step (drafter None) measures the host's work;
-        a speculative one updates that drafter's measured/predicted ratio."""
+        a speculative one updates that drafter's measured/predicted ratio once the next step
+        is seen (a plain step after it adds its own excess over a plain decode)."""
         if wall_s <= 0.0 or not self.learn_timing:
             return
+        pending, self._pending = self._pending, None
         if not drafter:
             host = max(0.0, wall_s - llama_s)
             self.host = host if self.host is None else 0.8 * self.host + 0.2 * host
+            if pending is not None and self.t1 is not None:
+                # A plain step right after a verification pays for llama.cpp's graph changing
+                # shape back (about 5 % of a decode on a CPU): a cost of that verification.
+                pending = (pending[0], pending[1] + max(0.0, llama_s - self.t1), pending[2])
+            if pending is not None:
+                self._step_measured(*pending)
             return
+        if pending is not None:
+            self._step_measured(*pending)
         if self.t1 is None or k < 1 or (self.curve is not None and self.curve.is_flat):
             return  # flat: steps are priced as a GPU's, below what they take here
         predicted = self._step_parts(drafter, k, 0)
         if predicted <= 0.0:
             return
+        self._pending = (drafter, wall_s, predicted)  # settled by the next step
+        self.idle[drafter] = 0
+
+    def _step_measured(self, drafter: str, wall_s: float, predicted: float) -> None:
         r = min(2.0, max(0.5, wall_s / predicted))
         old = self.step_ratio.get(drafter)
         self.step_ratio[drafter] = r if old is None else 0.85 * old + 0.15 * r
-        self.idle[drafter] = 0
 
     def observe_accept(
         self, drafter: str, classes: Sequence[str], judged: int, accepted: int
