@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel, expected_tokens
+from specchat.core.decoding.acceptance import expected_tokens
+from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
 
 LONG, MID, SHORT = "long/c95", "mid/c75", "short/c50"
 
@@ -174,3 +175,17 @@ def test_the_plain_step_after_a_lone_verification_is_charged_to_it() -> None:
                 cm.observe_step(after, 1, predicted, predicted)
     assert chained.step_ratio[LOOKUP] == pytest.approx(1.0, abs=0.02)
     assert lone.step_ratio[LOOKUP] > 1.1
+
+
+def test_a_short_draft_needs_sure_evidence() -> None:
+    """On a CPU a one-token draft wins a few per cent at best (a 2-token decode costs 1.85 of
+    one), so Auto drafts it only if it still pays one standard deviation below its acceptance
+    estimate: not on a prior's say-so, yes after many verifications."""
+    cm = measured(0.03, {2: 0.03 * 1.85})
+    assert cm.best_chain(LOOKUP, [0.93])[0] == 1  # the estimate alone would draft
+    plan = cm.plan(lookup_classes=[LONG], lookup_alphas=[0.93], draft_ok=False, max_k=1)
+    assert plan.drafter is None, plan.reason
+    for _ in range(400):  # the class's evidence grows (decayed: about 50 verifications' worth)
+        cm.observe_accept(LOOKUP, [LONG], 1, 1)
+    plan = cm.plan(lookup_classes=[LONG], lookup_alphas=[0.97], draft_ok=False, max_k=1)
+    assert (plan.drafter, plan.k) == (LOOKUP, 1), plan.reason

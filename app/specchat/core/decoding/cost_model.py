@@ -11,7 +11,7 @@ It measures what things cost on this machine, now:
   to what the parts above predict, so whatever the parts miss is charged to that drafter;
 - acceptance: per drafter and class of drafted token (the n-gram drafter's confidence classes;
   one class for the draft model), decayed Beta estimates of the chance a token is accepted
-  given that the ones before it were,
+  given that the ones before it were (`acceptance`),
 and picks the drafter and draft length k that maximise expected tokens per second:
 
     rate(k) = E(k) / step(k),   E(k) = 1 + sum_{j<=k} prod_{i<=j} a_i,
@@ -28,39 +28,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from specchat.core.decoding.acceptance import Acceptance, prior
 from specchat.core.decoding.cost_curve import CostCurve
 
 DRAFT = "draft"
 LOOKUP = "lookup"
-
-_DRAFT_PRIOR = 0.6
-_CLASS_PRIOR = {"c95": 0.9, "c75": 0.75, "c50": 0.55, "c00": 0.3}
-_SPAN_PRIOR = {"span16": 0.95, "span32": 0.97}  # sure tokens inside a long copy
-# A continuation seen after only one or two matching tokens: even when it always followed
-# them, it is right about a third / under half of the time (measured over the bundled suite's
-# replies: 36 % and 60 % for counts that never disagreed, 14-28 % for the rest).
-_SHORT_MATCH_CAP = {"one": 0.3, "two": 0.45}
-
-
-def expected_tokens(alpha: float, k: int) -> float:
-    """Tokens gained by one verification of k drafted tokens (accepted run + the target's own)
-    when each is accepted with probability alpha."""
-    if k <= 0:
-        return 1.0
-    if alpha >= 1.0:
-        return float(k + 1)
-    return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
-
-
-def _prior(drafter: str, cls: str) -> float:
-    if drafter == DRAFT:
-        return _DRAFT_PRIOR
-    length, _, sure = cls.rpartition("/")
-    prior = _CLASS_PRIOR.get(sure, 0.5)
-    length = length.removeprefix("h-")
-    if sure == "c95":
-        prior = max(prior, _SPAN_PRIOR.get(length, 0.0))
-    return min(prior, _SHORT_MATCH_CAP.get(length, 1.0))
 
 
 @dataclass(frozen=True)
@@ -69,23 +41,6 @@ class Plan:
     k: int
     speedup: float  # expected rate relative to plain decoding
     reason: str
-
-
-class _Beta:
-    """Decayed Beta-Bernoulli estimate of a per-token acceptance probability."""
-
-    def __init__(self, prior: float, weight: float = 4.0, decay: float = 0.98) -> None:
-        self.s = prior * weight
-        self.f = (1.0 - prior) * weight
-        self.decay = decay
-
-    def add(self, accepted: bool) -> None:
-        self.s = self.s * self.decay + (1.0 if accepted else 0.0)
-        self.f = self.f * self.decay + (0.0 if accepted else 1.0)
-
-    @property
-    def mean(self) -> float:
-        return self.s / (self.s + self.f)
 
 
 class CostModel:
@@ -102,7 +57,7 @@ class CostModel:
         self.draft_token: float | None = None  # seconds per drafted token (draft model)
         self.draft_trials = 0
         self._draft_ratio = draft_cost_ratio  # prior: draft cost / target cost (by file size)
-        self.alpha: dict[tuple[str, str], _Beta] = {}
+        self.alpha: dict[tuple[str, str], Acceptance] = {}
         self.margin = 1.03  # speculate only when the expected gain beats plain by 3 %
         self.host: float | None = None  # host seconds per step outside llama_decode (plain)
         self.step_ratio: dict[str, float] = {}  # per drafter: measured step / predicted step
@@ -212,10 +167,10 @@ class CostModel:
             self._alpha(drafter, cls).add(i < accepted)
 
     # -- estimates --------------------------------------------------------------------------
-    def _alpha(self, drafter: str, cls: str) -> _Beta:
+    def _alpha(self, drafter: str, cls: str) -> Acceptance:
         key = (drafter, cls)
         if key not in self.alpha:
-            self.alpha[key] = _Beta(_prior(drafter, cls))
+            self.alpha[key] = Acceptance(prior(drafter == DRAFT, cls))
         return self.alpha[key]
 
     def acceptance(self, drafter: str, cls: str = "") -> float:
@@ -340,6 +295,17 @@ class CostModel:
         if lookup_alphas:
             k, gain = self.best_chain(LOOKUP, lookup_alphas)
             a = lookup_alphas[0]
+            if k and lookup_classes:
+                # Auto must not lose to off: a draft pays only if it still does one standard
+                # deviation below each acceptance estimate (a short draft on a CPU, where it
+                # wins a few per cent at best, needs sure evidence; a long copy still pays).
+                sure = [
+                    max(0.0, x - self._alpha(LOOKUP, c).doubt(x))
+                    for x, c in zip(lookup_alphas[:k], lookup_classes, strict=False)
+                ]
+                low = self.best_chain(LOOKUP, sure)[1]
+                if low < self.margin:
+                    k, gain = 0, low
             options.append(Plan(LOOKUP, k, gain, f"lookup k={k} (first token α≈{a:.2f})"))
         if draft_ok and dk >= 1:
             k, gain = self.best_k(DRAFT, "", dk, draft_lag)
