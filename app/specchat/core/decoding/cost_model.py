@@ -135,12 +135,12 @@ class CostModel:
         if not drafter:
             host = max(0.0, wall_s - llama_s)
             self.host = host if self.host is None else 0.8 * self.host + 0.2 * host
-            if pending is not None and self.t1 is not None:
+            if pending is not None:
                 # A plain step right after a verification pays for llama.cpp's graph changing
                 # shape back (about 5 % of a decode on a CPU): a cost of that verification.
-                pending = (pending[0], pending[1] + max(0.0, llama_s - self.t1), pending[2])
-            if pending is not None:
-                self._step_measured(*pending)
+                spec, wall, predicted = pending
+                extra = max(0.0, llama_s - self.t1) if self.t1 is not None else 0.0
+                self._step_measured(spec, wall + extra, predicted)
             return
         if pending is not None:
             self._step_measured(*pending)

@@ -11,7 +11,7 @@ import numpy.typing as npt
 
 from specchat.core.decoding.backend_sampler import TOP_K
 from specchat.core.decoding.candidates import penalised as pen_value
-from specchat.core.decoding.dist import Dist, sample
+from specchat.core.decoding.dist import Dist, sample, sample_listed
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp
@@ -136,15 +136,7 @@ class ModelDrafter:
         total = sum(ps)
         if total <= 0.0 or max(ps) < p_min * total:
             return None
-        u = rng.random() * total
-        t, c = cands[-1], 0.0
-        for tok, p in zip(cands, ps, strict=True):
-            c += p
-            if u < c:
-                t = tok
-                break
-        else:  # rounding at the very end: the last token with any mass
-            t = next(tok for tok, p in zip(reversed(cands), reversed(ps), strict=True) if p > 0)
+        t = sample_listed(cands, ps, total, rng)
         q = Dist(
             ids=np.array(cands, dtype=np.int64),
             probs=np.array(ps, dtype=np.float64) / total,
