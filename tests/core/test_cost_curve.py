@@ -16,6 +16,7 @@ from specchat.core.decoding.cost_curve import (
     CostCurve,
     CostCurveError,
     ceiling,
+    curve_from_pairs,
     default_ns,
     measure_cost_curve,
     passes_by_length,
@@ -66,6 +67,26 @@ def test_a_curve_measured_on_a_busy_machine_says_so() -> None:
     assert "other programs" not in quiet.describe()
     assert "other programs used 50% of the CPU" in busy.describe()
     assert busy.as_dict()["others_share"] == 0.5
+
+
+def test_each_batch_is_priced_against_the_one_token_decode_beside_it() -> None:
+    # Three rounds; in the third the machine was twice as slow for both halves of every pair,
+    # and one two-token decode came out implausibly fast. Medians of the pairs' ratios are
+    # immune to both; the fastest of each n would price 2 tokens at 1.2 and 5 at 3.9/2.1.
+    ones = [0.030, 0.031, 0.060, 0.030]
+    pairs = {
+        2: [(0.030, 0.057), (0.031, 0.059), (0.060, 0.036)],
+        5: [(0.031, 0.121), (0.030, 0.117), (0.060, 0.234)],
+        3: [(0.030, 0.050), (0.030, 0.055), (0.061, 0.110)],  # median 1.80: below n = 2
+    }
+    curve = curve_from_pairs(ones, pairs, others_share=0.01)
+    assert curve.points[0] == (1, 1.0)
+    assert curve.rel(2) == pytest.approx(0.057 / 0.030)
+    assert curve.rel(3) == pytest.approx(0.057 / 0.030)  # never below a smaller batch
+    assert curve.rel(5) == pytest.approx(0.117 / 0.030)
+    assert curve.t1_s == pytest.approx(0.0305)  # the median one-token time
+    with pytest.raises(CostCurveError):
+        curve_from_pairs([], {2: [(0.03, 0.06)]})
 
 
 def test_default_points_stay_within_one_decodes_rows() -> None:

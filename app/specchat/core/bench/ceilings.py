@@ -25,7 +25,8 @@ DEFINITIONS = {
     "efficiency": "speedup_vs_off / ceiling: the share of what the passes allow that the "
     "engine got",
     "cost_curve": "cost of one target llama_decode of n tokens relative to one token, the "
-    "fastest of a few timed decodes per n on this machine before the runs",
+    "median of a few decodes per n, each timed beside a one-token decode, on this machine before "
+    "the runs",
 }
 
 

@@ -156,7 +156,7 @@ def runtime_curves_section(report: dict[str, Any]) -> list[str]:
         return []
     out = ["", "## One decode of n tokens: SpecChat's runtime and llama-server", ""]
     out.append(
-        "Same model, machine and threads; n new tokens after a cached 128-token prefix, fastest "
+        "Same model, machine and threads; n new tokens after a cached 128-token prefix, median "
         "of 3. llama-server can only time a prompt's shape (the last row's logits); SpecChat's "
         "runtime times that and a verification's (every row's logits)."
     )

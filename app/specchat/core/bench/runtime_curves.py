@@ -33,7 +33,7 @@ def measure_server_curve(
     peer: LlamaServerPeer, filler: Sequence[int], ns: Sequence[int], repeats: int = 3
 ) -> CostCurve:
     """Time llama-server's decode of n new prompt tokens after a cached 128-token prefix for
-    each n (n interleaved within each repeat, the fastest of `repeats`)."""
+    each n (n interleaved within each repeat, the median of `repeats`)."""
     if len(filler) < BASE:
         raise CostCurveError(f"the filler has {len(filler)} tokens, fewer than {BASE}")
     ns = sorted(set(ns) | {1})

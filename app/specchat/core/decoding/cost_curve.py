@@ -7,14 +7,18 @@ what speculation can gain: with tau tokens per target pass, a pass of n tokens h
 less than tau one-token passes to win anything.
 
 `measure_cost_curve` times real decodes of n tokens appended to the runtime's cache (on a
-filler context when the cache is short, so attention has something to read), n interleaved
-within each repeat so a slow spell of the machine spreads over every n, and cuts the cache back
-to what it held before. `CostCurve.flat()` is the GPU shape: every n costs one token's time.
+filler context when the cache is short, so attention has something to read), each right after a
+one-token decode timed with it (as a verification follows plain steps), and cuts the cache back
+to what it held before. Each n's cost is the median of its pairs' ratios: a slow spell of the
+machine slows both halves of a pair, and one slow one-token decode cannot shift every ratio
+(with the fastest of three, one such decode priced every batch ~10 % too cheap here).
+`CostCurve.flat()` is the GPU shape: every n costs one token's time.
 """
 
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -160,11 +164,12 @@ def measure_cost_curve(
     k_max: int = 8,
     rows: str = "all",
 ) -> CostCurve:
-    """Time `llama_decode` of n tokens for each n, the fastest of `repeats` (another program on
-    the machine only ever adds time, so the fastest run is the closest to what the decode itself
-    costs); the cache ends as it began. `rows`: "all" (logits for every row, as a verification
-    asks) or "last" (a prompt's shape, what llama.cpp's own tools time). Raises CostCurveError
-    when the context has no room for it."""
+    """Time `llama_decode` of n tokens for each n, each paired with the one-token decode just
+    before it (itself after another one, the steady shape of plain steps); n's relative cost is
+    the median of its `repeats` pairs' ratios, the one-token time the median of all pairs'. The
+    cache ends as it began. `rows`: "all" (logits for every row, as a verification asks) or
+    "last" (a prompt's shape, what llama.cpp's own tools time). Raises CostCurveError when the
+    context has no room for it."""
     if rows not in ("all", "last"):
         raise CostCurveError(f"rows is 'all' or 'last', not {rows!r}")
     ns = sorted(set(ns if ns is not None else default_ns(k_max)) | {1})
@@ -173,38 +178,67 @@ def measure_cost_curve(
     if repeats < 1:
         raise CostCurveError("repeats must be at least 1")
     n0 = len(rt.cache)
-    if n0 + ns[-1] > rt.n_ctx:
+    if n0 + ns[-1] + 2 > rt.n_ctx:
         raise CostCurveError(
-            f"no room to measure the cost curve: {n0} + {ns[-1]} tokens > {rt.n_ctx}"
+            f"no room to measure the cost curve: {n0} + {ns[-1] + 2} tokens > {rt.n_ctx}"
         )
-    base = max(n0, min(_FILLER, rt.n_ctx - ns[-1]))
+    base = max(n0, min(_FILLER, rt.n_ctx - ns[-1] - 2))
     tok = filler_tokens(rt)
+
+    def timed(tokens: Sequence[int], logits_for: str) -> float:
+        before, t0 = rt.llama_s, time.perf_counter()
+        rt.decode(tokens, logits_for=logits_for)
+        spent = rt.llama_s - before
+        return spent if spent > 0 else time.perf_counter() - t0
+
     try:
         if n0 < base:  # what the cache holds stays; filler after it, cut off at the end
             rt.decode(tok[: base - n0], logits_for="none")
         rt.decode(tok[: ns[-1]], logits_for="all")  # warm-up: buffers sized, weights touched
         rt.truncate(base)
-        times: dict[int, list[float]] = {n: [] for n in ns}
+        pairs: dict[int, list[tuple[float, float]]] = {n: [] for n in ns if n > 1}
+        ones: list[float] = []
         with CpuMeter(name_processes=False) as meter:
             for _ in range(repeats):
                 for n in ns:
-                    before = rt.llama_s
-                    t0 = time.perf_counter()
-                    rt.decode(tok[:n], logits_for=rows)
-                    spent = rt.llama_s - before
-                    times[n].append(spent if spent > 0 else time.perf_counter() - t0)
+                    rt.decode(tok[:1], logits_for="last")  # back to the one-token shape
+                    one = timed(tok[1:2], "last")
+                    ones.append(one)
+                    if n > 1:
+                        pairs[n].append((one, timed(tok[2 : 2 + n], rows)))
                     rt.truncate(base)
     finally:
         rt.truncate(n0)
     share = meter.use.others_share if meter.use is not None else None
-    return curve_from_times(times, share)
+    return curve_from_pairs(ones, pairs, share)
+
+
+def curve_from_pairs(
+    ones: Sequence[float],
+    pairs: dict[int, list[tuple[float, float]]],
+    others_share: float | None = None,
+) -> CostCurve:
+    """A measured curve from one-token times and, for each n > 1, (one-token time, n-token
+    time) pairs taken side by side: n's cost is the median of its pairs' ratios, never below
+    a smaller n's; the one-token time is the median of `ones`."""
+    if not ones or min(ones) <= 0.0:
+        raise CostCurveError("a cost curve needs positive one-token times")
+    points: list[tuple[int, float]] = [(1, 1.0)]
+    top = 1.0
+    for n in sorted(pairs):
+        ratios = [b / a for a, b in pairs[n] if a > 0.0]
+        if ratios:
+            top = max(top, statistics.median(ratios))
+            points.append((n, top))
+    return CostCurve(tuple(points), MEASURED, statistics.median(ones), others_share)
 
 
 def curve_from_times(times: dict[int, list[float]], others_share: float | None = None) -> CostCurve:
-    """A measured curve from each n's timings in seconds (n = 1 among them): the fastest of
-    each n, relative to one token's, and never below a smaller n's (noise aside, a batch never
-    costs less than a smaller one)."""
-    best = {n: min(v) for n, v in times.items() if v}
+    """A measured curve from each n's timings in seconds (n = 1 among them), taken apart from
+    each other (llama-server's prompts): the median of each n, relative to one token's (the
+    statistic `measure_cost_curve` uses), never below a smaller n's (noise aside, a batch
+    never costs less than a smaller one)."""
+    best = {n: statistics.median(v) for n, v in times.items() if v}
     if 1 not in best or best[1] <= 0.0:
         raise CostCurveError("a cost curve needs a positive one-token time")
     t1 = best[1]
