@@ -305,7 +305,8 @@ class CostModel:
                 ]
                 low = self.best_chain(LOOKUP, sure)[1]
                 if low < self.margin:
-                    k, gain = 0, low
+                    # (and a re-probe, `_plain`, is priced on the same doubtful estimates)
+                    k, gain, lookup_alphas = 0, low, sure
             options.append(Plan(LOOKUP, k, gain, f"lookup k={k} (first token α≈{a:.2f})"))
         if draft_ok and dk >= 1:
             k, gain = self.best_k(DRAFT, "", dk, draft_lag)
