@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from specchat.core.decoding.acceptance import expected_tokens
-from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
 
 LONG, MID, SHORT = "long/c95", "mid/c75", "short/c50"
@@ -190,26 +189,6 @@ def test_a_short_draft_needs_sure_evidence() -> None:
         cm.observe_accept(LOOKUP, [LONG], 1, 1)
     plan = cm.plan(lookup_classes=[LONG], lookup_alphas=[0.97], draft_ok=False, max_k=1)
     assert (plan.drafter, plan.k) == (LOOKUP, 1), plan.reason
-
-
-def test_evidence_from_many_replies_does_not_make_a_marginal_draft_sure() -> None:
-    """Replies differ: a class accepted 93 % of the time over ~50 earlier verifications may be
-    accepted 71 % of the time in the next reply (a reformat). The doubt counts at most
-    DOUBT_EVIDENCE_CAP of that evidence, so a 2-token draft the mean estimate prices at 1.10x
-    (1.02x one deviation down) is not made; without the cap the deviation shrinks to 0.036
-    and the draft would be."""
-    cm = CostModel(curve=CostCurve(((1, 1.0), (2, 1.85), (3, 2.55)), t1_s=0.03))
-    teach(cm, LOOKUP, LONG, 0.95)
-    a = cm.acceptance(LOOKUP, LONG)
-    assert a == pytest.approx(0.934, abs=0.002)
-    assert cm.best_chain(LOOKUP, [a, a])[0] == 2  # the estimate alone would draft
-    plan = cm.plan(lookup_classes=[LONG, LONG], lookup_alphas=[a, a], draft_ok=False, max_k=2)
-    assert plan.drafter is None, plan.reason
-    # a long copy still pays: 12 tokens at the same estimate, 13 rows costing 3.5 decodes
-    cheap = CostModel(curve=CostCurve(((1, 1.0), (2, 1.2), (13, 3.5)), t1_s=0.03))
-    teach(cheap, LOOKUP, LONG, 0.95)
-    plan = cheap.plan(lookup_classes=[LONG] * 12, lookup_alphas=[a] * 12, draft_ok=False, max_k=12)
-    assert plan.drafter == LOOKUP and plan.k >= 8, plan.reason
 
 
 def test_a_draft_ruled_out_by_doubt_is_not_re_probed() -> None:
