@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from specchat.core.decoding.acceptance import expected_tokens
+from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
 
 LONG, MID, SHORT = "long/c95", "mid/c75", "short/c50"
@@ -201,3 +202,13 @@ def test_a_draft_ruled_out_by_doubt_is_not_re_probed() -> None:
         for _ in range(3 * cm.reprobe_after)
     ]
     assert all(p.drafter is None for p in plans), [p.reason for p in plans if p.drafter]
+
+
+def test_a_copy_earns_its_length_where_batches_cost() -> None:
+    """A lookup draft is at most twice its copy's current match (at least 4 tokens) on a
+    measured curve; with a flat one (a GPU's shape) a copy drafts as far as it goes."""
+    cm = measured(0.03, {2: 0.03 * 1.85})
+    cm.use_curve(CostCurve(((1, 1.0), (2, 1.85), (9, 7.0)), t1_s=0.03))
+    assert [cm.copy_cap(m) for m in (0, 1, 3, 16, 40)] == [4, 4, 6, 32, 80]
+    cm.use_curve(CostCurve.flat())
+    assert cm.copy_cap(1) >= 64

@@ -30,9 +30,20 @@ def test_between_and_beyond_the_measured_points() -> None:
     assert curve.rel(1) == 1.0 and curve.rel(0) == 1.0
     assert curve.rel(3) == pytest.approx(2.5)  # halfway from 1 to 4
     assert curve.rel(9) == pytest.approx(7.0)
-    assert curve.rel(13) == pytest.approx(10.0)  # the last segment's slope, 0.75 a token
+    assert curve.rel(13) == pytest.approx(10.0)  # the last half's slope, 0.75 a token
     assert CostCurve.flat().rel(65) == 1.0
     assert curve.table(4) == [1.0, 1.0, 1.75, 2.5, 3.25]
+
+
+def test_beyond_the_last_point_the_slope_is_the_last_half_s() -> None:
+    # Measured here to 17: flat from 11 to 15 (llama.cpp's kernels change with the batch), so
+    # the last segment's slope (0.19 a token) priced 65 tokens at 18.6 decodes; the slope from
+    # n = 8 to 17 (0.353) gives 26.4, and a decode of 65 measured 24.1.
+    curve = CostCurve(
+        ((1, 1.0), (8, 6.3), (9, 7.15), (11, 9.05), (13, 9.05), (15, 9.10), (17, 9.48))
+    )
+    assert curve.rel(65) == pytest.approx(9.48 + (9.48 - 6.3) / 9 * 48)
+    assert CostCurve(((1, 1.0), (2, 1.5), (3, 2.5))).rel(5) == pytest.approx(4.5)  # short
 
 
 @pytest.mark.parametrize(

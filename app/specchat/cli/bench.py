@@ -174,7 +174,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with engine_from_args(args) as engine:
         if args.modes is None and not engine.has_draft:
             modes = [m for m in modes if m != Mode.DRAFT.value]
-        curve = use_cost_curve(engine, args.cost_curve, args.k_max)
+        # up to the longest draft either drafter may make (a lookup copy: 64 tokens)
+        curve = use_cost_curve(engine, args.cost_curve, max(args.k_max, params.lookup_k_max))
         variants: list[Variant] = []
         try:
             _add_peers(variants, args, engine, peers)
@@ -207,8 +208,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
-    """Measure the target's cost curve on this machine (a few seconds) and price drafting with
-    it, or with a flat one (`which` = flat: a GPU's decisions); returns the measured curve."""
+    """Measure the target's cost curve on this machine (about 20 s on a 2-core CPU) and price
+    drafting with it, or with a flat one (`which` = flat: a GPU's decisions); returns the
+    measured curve."""
     print("measuring the target's cost curve…", file=sys.stderr, flush=True)
     curve = engine.measure_cost_curve(k_max=k_max)
     print(curve.describe(), file=sys.stderr)

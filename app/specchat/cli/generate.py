@@ -111,7 +111,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     with engine_from_args(args) as engine:
         notices = tuple(getattr(engine, "notices", ()))
         fit_prompt(engine, messages)  # a prompt longer than the context: an error
-        curve = _cost_curve(engine, args)
+        curve = _cost_curve(engine, args, max(args.k_max, params.lookup_k_max))
         reply = stream(engine.generate(messages, params, args.mode))
     print()
     if args.json:
@@ -131,9 +131,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cost_curve(engine: Engine, args: argparse.Namespace) -> CostCurve | None:
-    """Lookup and auto size their drafts with the cost curve: measured here first (a few
-    seconds), or flat. Off and draft do not plan, and a server decides for itself."""
+def _cost_curve(engine: Engine, args: argparse.Namespace, longest: int) -> CostCurve | None:
+    """Lookup and auto size their drafts with the cost curve: measured here first (up to the
+    longest draft, about 20 s on a 2-core CPU), or flat. Off and draft do not plan, and a
+    server decides for itself."""
     if args.mode not in (Mode.LOOKUP.value, Mode.AUTO.value) or not isinstance(engine, Engine):
         return None
     if args.cost_curve == FLAT:
@@ -141,7 +142,7 @@ def _cost_curve(engine: Engine, args: argparse.Namespace) -> CostCurve | None:
     else:
         note("measuring the target's cost curve…")
         try:
-            curve = engine.measure_cost_curve(k_max=args.k_max)
+            curve = engine.measure_cost_curve(k_max=longest)  # up to the longest draft
         except CostCurveError as exc:
             note(f"{exc}: draft lengths are priced by the engine's online estimate")
             return None

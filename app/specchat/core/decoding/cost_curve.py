@@ -42,7 +42,10 @@ class CostCurveError(ValueError):
 @dataclass(frozen=True)
 class CostCurve:
     """Relative cost of one decode of n tokens, cost(n) / cost(1), at the measured n; between
-    them linear, beyond the last one the last segment's slope (never below the last point)."""
+    them linear, beyond the last one the slope over the last half of the measured range (one
+    segment's slope is noise: llama.cpp's CPU kernels change at some batch sizes, and a curve
+    measured to 17 here was flat from 11 to 15, so its last segment priced 65 tokens at 14.7
+    decodes where they cost 24), never below the last point."""
 
     points: tuple[tuple[int, float], ...]  # (n, relative cost), n ascending, starting (1, 1.0)
     source: str = MEASURED  # MEASURED or FLAT
@@ -73,7 +76,9 @@ class CostCurve:
         for (n0, c0), (n1, c1) in zip(pts, pts[1:], strict=False):
             if n <= n1:
                 return c0 + (c1 - c0) * (n - n0) / (n1 - n0)
-        (n0, c0), (n1, c1) = pts[-2], pts[-1]
+        n1, c1 = pts[-1]
+        n0 = max(1, n1 // 2) if n1 >= 4 else pts[-2][0]
+        c0 = self.rel(n0)
         return c1 + max(0.0, (c1 - c0) / (n1 - n0)) * (n - n1)
 
     def table(self, up_to: int) -> list[float]:

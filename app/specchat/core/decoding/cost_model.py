@@ -33,6 +33,8 @@ from specchat.core.decoding.cost_curve import CostCurve
 
 DRAFT = "draft"
 LOOKUP = "lookup"
+SLOW_START = 4  # the longest lookup draft on a copy not yet shown to go on (see copy_cap)
+NO_CAP = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,16 @@ class CostModel:
         if self.curve is None:
             return 1.0 + self.beta * (n - 1)
         return self._rel[n] if n < len(self._rel) else self.curve.rel(n)
+
+    def copy_cap(self, match: int) -> int:
+        """The longest lookup draft worth risking on a copy whose current match is `match`
+        tokens long: twice the match, at least SLOW_START, so a copy earns its length (on a
+        CPU a 33-token draft that an edit breaks after 5 tokens costs ~15 one-token decodes,
+        and the classes' acceptance estimates are pooled over texts that copy far more); no
+        cap where verifying is nearly free (a flat curve)."""
+        if self.curve is not None and self.curve.is_flat:
+            return NO_CAP
+        return max(SLOW_START, 2 * match)
 
     def steady(self, t1: float = 0.01, beta: float = 0.05, host: float = 0.0) -> CostModel:
         """Fix the timing figures (acceptance is still learned), so the draft lengths chosen

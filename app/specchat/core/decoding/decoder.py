@@ -304,7 +304,8 @@ class Decoder:
             min(limit, self.p.lookup_k_max),
             more=lambda first: self.cost.takes_all(LOOKUP, first.classes()),
         )
-        classes = prop.classes()
+        # a copy earns its length: at most twice its current match (where batches cost)
+        classes = prop.classes()[: self.cost.copy_cap(prop.context[0])] if prop.tokens else []
         alphas = self.cost.acceptances(LOOKUP, classes)
         self._proposal = prop
         if self.mode is Mode.LOOKUP:

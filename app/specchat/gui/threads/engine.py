@@ -27,7 +27,7 @@ from specchat.gui.threads.requests import GenerateRequest, LoadRequest, ModelsIn
 
 log = logging.getLogger(__name__)
 
-COST_NS = (1, 2, 3, 5, 9, 17, 33)  # batch sizes timed after a target loads
+COST_NS = (1, 2, 3, 5, 9, 17, 33, 65)  # batch sizes timed after a target loads (to a copy's 64)
 _threads: set[QThread] = set()  # every inference thread started and not yet joined
 
 
