@@ -131,3 +131,45 @@ def test_without_a_curve_the_online_line_prices_batches() -> None:
     assert cm.target_cost(9) == pytest.approx(0.01 * 7.47)
     cm.use_curve(None)
     assert cm.target_cost(9) == pytest.approx(0.01 * 3.0)
+
+
+ECHO = [
+    {
+        "role": "user",
+        "content": "Repeat this sentence exactly, nothing else:\n"
+        "The quiet river carries paper boats past the old mill, under the stone bridge where "
+        "the children wait, and on towards the sea that none of them has ever seen.",
+    }
+]
+
+
+def test_a_copy_earns_its_length_in_a_real_reply(smol_path) -> None:
+    """SmolLM2 echoes a sentence (T = 0, lookup up to 32 tokens). On a measured curve cheap
+    enough that the estimates alone would verify the whole copy at once, the decoder drafts at
+    most twice the copy's current match: short at first, then longer as the reply goes on
+    copying. A flat curve (a GPU's shape) drafts all 32 at the first step. Fails if the decoder
+    does not cap the proposal."""
+    from specchat.core.decoding.runtime import RuntimeConfig
+    from specchat.core.engines.local import Engine
+    from specchat.core.types import GenerationParams
+
+    cheap = CostCurve(((1, 1.0), (2, 1.05), (65, 1.6)), t1_s=0.01)
+    params = GenerationParams(temperature=0.0, lookup_min_match=1, lookup_k_max=32, max_tokens=48)
+    cfg = RuntimeConfig(n_ctx=512)
+    with Engine(smol_path, smol_path, target_config=cfg, draft_config=cfg) as engine:
+        engine.cost.steady()
+        prompt = engine.prompt_tokens(ECHO)
+        drafts: dict[str, list[int]] = {}
+        for curve in (cheap, CostCurve.flat()):
+            engine.reset_caches()
+            engine.use_cost_curve(curve)
+            ks, seen = [], 0
+            for ev in engine.generate_tokens(prompt, params, "lookup"):
+                if ev.stats.verify_steps > seen:
+                    seen = ev.stats.verify_steps
+                    ks.append(ev.stats.k_current)
+            drafts[curve.source] = ks
+    measured, flat = drafts["measured"], drafts["flat"]
+    assert flat[0] == 32, flat
+    assert len(measured) >= 2 and measured[0] <= 8, measured
+    assert measured == sorted(measured) and measured[-1] > measured[0], measured
