@@ -228,31 +228,35 @@ def curve_from_pairs(
     a smaller n's; the one-token time is the median of `ones`."""
     if not ones or min(ones) <= 0.0:
         raise CostCurveError("a cost curve needs positive one-token times")
-    points: list[tuple[int, float]] = [(1, 1.0)]
-    top = 1.0
-    for n in sorted(pairs):
-        ratios = [b / a for a, b in pairs[n] if a > 0.0]
-        if ratios:
-            top = max(top, statistics.median(ratios))
-            points.append((n, top))
-    return CostCurve(tuple(points), MEASURED, statistics.median(ones), others_share)
+    ratios = {
+        n: statistics.median(r)
+        for n, r in ((n, [b / a for a, b in p if a > 0.0]) for n, p in pairs.items())
+        if r
+    }
+    return CostCurve(_rising(ratios), MEASURED, statistics.median(ones), others_share)
 
 
 def curve_from_times(times: dict[int, list[float]], others_share: float | None = None) -> CostCurve:
     """A measured curve from each n's timings in seconds (n = 1 among them), taken apart from
     each other (llama-server's prompts): the median of each n, relative to one token's (the
-    statistic `measure_cost_curve` uses), never below a smaller n's (noise aside, a batch
-    never costs less than a smaller one)."""
+    statistic `measure_cost_curve` uses), never below a smaller n's."""
     best = {n: statistics.median(v) for n, v in times.items() if v}
     if 1 not in best or best[1] <= 0.0:
         raise CostCurveError("a cost curve needs a positive one-token time")
     t1 = best[1]
-    points: list[tuple[int, float]] = []
-    top = 1.0
-    for n in sorted(best):
-        top = max(top, best[n] / t1) if n > 1 else 1.0
-        points.append((n, top))
-    return CostCurve(tuple(points), MEASURED, t1, others_share)
+    return CostCurve(_rising({n: t / t1 for n, t in best.items()}), MEASURED, t1, others_share)
+
+
+def _rising(ratios: dict[int, float]) -> tuple[tuple[int, float], ...]:
+    """The curve's points from each n's cost relative to one token (n = 1 is 1.0 whatever it
+    says), each never below a smaller n's: noise aside, a batch never costs less than a
+    smaller one."""
+    points, top = [(1, 1.0)], 1.0
+    for n in sorted(ratios):
+        if n > 1:
+            top = max(top, ratios[n])
+            points.append((n, top))
+    return tuple(points)
 
 
 def measure_model(
