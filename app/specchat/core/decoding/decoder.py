@@ -84,6 +84,7 @@ class Decoder:
         self._t_first = 0.0
         self._clocks0: tuple[float, int] = (0.0, 0)
         self._llama_first = 0.0  # the llama clock at the first token
+        self._llama_at_event = 0.0  # the llama clock when the last event was made
         # the step being built: its tokens, their origin, their top-2 (diagnostics)
         self._ids: list[int] = []
         self._flags: list[bool] = []
@@ -138,6 +139,7 @@ class Decoder:
         if st.tokens:
             st.decode_s = now - self._t_first
         llama, rows = self._clocks()
+        self._llama_at_event = llama
         st.llama_s = llama - self._clocks0[0]
         if st.tokens:
             st.decode_llama_s = llama - self._llama_first
@@ -176,6 +178,7 @@ class Decoder:
             self._prefill_and_first()
             self._extend_drafters()
             yield self._event()
+            drafting = self.mode is not Mode.OFF
             while True:
                 if self.cancel():
                     raise _Finished(FinishReason.CANCELLED)
@@ -184,8 +187,12 @@ class Decoder:
                 room = t.n_ctx - len(t.cache)
                 if room < 1:
                     raise _Finished(FinishReason.CONTEXT)
+                if not drafting:  # off: no drafter, nothing to plan or to learn
+                    self._plain_step()
+                    yield self._event()
+                    continue
                 step_start = time.perf_counter()
-                llama_start = self._clocks()[0]
+                llama_start = self._llama_at_event  # nothing decodes between event and step
                 # (each drafter has its own cap: k_max, lookup_k_max)
                 limit = min(room - 1, self.p.max_tokens - self.stats.tokens, ROWS_MAX - 1)
                 draft, kind, classes = self._draft(limit)
@@ -201,7 +208,7 @@ class Decoder:
                     kind or None,
                     len(draft.tokens),
                     time.perf_counter() - step_start,
-                    self._clocks()[0] - llama_start,
+                    self._llama_at_event - llama_start,
                 )
                 yield ev
         except _Finished as fin:

@@ -23,14 +23,31 @@ class TextStream:
         self._tail = ""  # recently released text, to find stops spanning released/pending
         self._out: list[Segment] = []
         self.stopped = False  # a stop string was reached: nothing after it is released
+        self._carry = False  # the decoder holds the first bytes of a character
+
+    def _decode(self, piece: bytes) -> str:
+        # Most pieces are whole characters: decoded at once, without the incremental decoder
+        # (whose buffer is empty then, so it would give the same text).
+        if not self._carry:
+            try:
+                return piece.decode()
+            except UnicodeDecodeError:
+                pass
+        text = self._dec.decode(piece)
+        self._carry = bool(self._dec.getstate()[0])
+        return text
 
     def push(self, piece: bytes, from_draft: bool) -> bool:
         """Add one token's bytes; returns True when a stop string is complete."""
-        text = self._dec.decode(piece)
+        text = self._decode(piece)
         if not text:
             return False
         if not self._stops:
-            self._release(text, from_draft)
+            out = self._out
+            if out and out[-1][1] == from_draft:
+                out[-1] = (out[-1][0] + text, from_draft)
+            else:
+                out.append((text, from_draft))
             return False
         self._hold(text, from_draft)
         pending = "".join(t for t, _ in self._pending)
@@ -55,7 +72,7 @@ class TextStream:
         """End of the reply without a stop string: release everything held back."""
         if self.stopped:
             return
-        rest = self._dec.decode(b"", final=True)
+        rest = self._dec.decode(b"", final=True) if self._carry else ""
         if rest:
             self._hold(rest, self._pending[-1][1] if self._pending else False)
         self._release_pending(self._pending_len)
