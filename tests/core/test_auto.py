@@ -105,6 +105,20 @@ def test_gpu_like_costs_choose_the_draft_model() -> None:
     assert plan.speedup == pytest.approx(1.6 / 1.35)
 
 
+def test_a_draft_model_far_from_paying_is_priced_again_once_it_has_drafted() -> None:
+    # Far below paying (a refused draft every time: 1 / 1.35 = 0.74x), the draft model's
+    # figures are kept a few steps instead of priced every step; new evidence of its
+    # acceptance must re-price it at once.
+    cm = CostModel(gpu=True).steady(t1=0.020, beta=0.05)
+    cm.draft_token = 0.006
+    teach(cm, DRAFT, "", 0.0)
+    plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=4)
+    assert plan.drafter is None, plan.reason
+    teach(cm, DRAFT, "", 0.9)
+    plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=4)
+    assert plan.drafter == DRAFT and plan.k >= 1, plan.reason
+
+
 def test_rising_rejections_switch_speculation_off() -> None:
     cm = measured(0.036, {2: 0.054, 4: 0.068, 8: 0.125})
     teach(cm, LOOKUP, SHORT, 0.9)

@@ -187,3 +187,32 @@ def test_long_lookup_draft_gives_the_plain_text(small_engine: Engine) -> None:
         assert fast == plain
         assert len(end.stats.draft_pos_proposed) > 17, "no draft longer than 17 tokens"
         assert end.stats.draft_pos_accepted[20] > 0, "no long draft accepted"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(temperature=1.0),
+        dict(temperature=0.7, top_k=4),
+        dict(temperature=1.3, top_p=0.8),
+        dict(temperature=0.9, top_k=6, top_p=0.9, min_p=0.05),
+        dict(temperature=1.0, min_p=0.2),
+    ],
+)
+def test_the_draft_candidates_warp_as_lists_is_the_arrays_warp(settings: dict) -> None:
+    """The draft model's ten candidates are warped as Python lists; what it keeps and the
+    probabilities must be the numpy warp's (any q keeps speculation exact, but q must be what
+    the warp says: top-k, top-p, min-p, temperature)."""
+    from specchat.core.decoding.sampling import sparse_warp, sparse_warp_listed
+
+    warp = Warp(GenerationParams(**settings), 1000)
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        ids = [int(x) for x in rng.choice(1000, size=10, replace=False)]
+        zs = [float(x) for x in rng.normal(0.0, 2.0, size=10)]
+        want = sparse_warp(warp, np.asarray(ids, np.int64), np.asarray(zs, np.float64))
+        got_ids, got_ps = sparse_warp_listed(warp, ids, zs)
+        assert want.ids is not None and want.probs is not None
+        expected = dict(zip(want.ids.tolist(), want.probs.tolist(), strict=True))
+        assert dict(zip(got_ids, got_ps, strict=True)) == pytest.approx(expected, rel=1e-9)
+        assert got_ps == sorted(got_ps, reverse=True)

@@ -17,8 +17,14 @@ def _feed(stream: TextStream, pieces: list[tuple[bytes, bool]]) -> str:
 
 def test_a_character_split_over_tokens_comes_out_whole() -> None:
     # "é" = c3 a9, "😀" = f0 9f 98 80: split as byte-level tokenizers split them
-    pieces = [(b"caf", False), (b"\xc3", False), (b"\xa9 ", True), (b"\xf0", False),
-              (b"\x9f\x98", False), (b"\x80!", False)]
+    pieces = [
+        (b"caf", False),
+        (b"\xc3", False),
+        (b"\xa9 ", True),
+        (b"\xf0", False),
+        (b"\x9f\x98", False),
+        (b"\x80!", False),
+    ]
     assert _feed(TextStream(()), pieces) == "café 😀!"
     # ... and with a stop string in play (the held-back path)
     assert _feed(TextStream(("STOP",)), pieces) == "café 😀!"

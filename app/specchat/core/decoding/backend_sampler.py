@@ -78,6 +78,7 @@ class BackendSampler:
         self._cands_n = cnt(("llama_get_sampled_candidates_count_ith", lib))
         self._chain: Any = None
         self.active: SamplerSpec | None = None
+        self._top_n = 0  # a TOP_K chain's candidates per row (ggml_top_k keeps exactly k)
 
     def use(self, spec: SamplerSpec | None) -> bool:
         """Attach the chain for `spec` (None: detach). False when llama.cpp cannot run it in
@@ -99,13 +100,14 @@ class BackendSampler:
             lib.llama_sampler_free(chain)
             return False
         self._chain, self.active = chain, spec
+        self._top_n = spec.top_k if spec.kind == TOP_K else 0
         return True
 
     def _drop(self) -> None:
         if self._chain is not None:
             self._l.llama_set_sampler(self._ctx, 0, None)
             self._l.llama_sampler_free(self._chain)
-        self._chain, self.active = None, None
+        self._chain, self.active, self._top_n = None, None, 0
 
     def commit(self, rows: int) -> None:
         """Move the chain's random state past the draws of the first `rows` rows of the last
@@ -138,8 +140,11 @@ class BackendSampler:
     def top(self, i: int) -> tuple[list[int], list[float]]:
         """Row i's candidates and their logits as Python lists (a TOP_K chain: a few values,
         cheaper as lists than as numpy arrays)."""
-        n = int(self._logits_n(self._ctx, i))
-        logits = _floats(n).from_address(self._logits(self._ctx, i))[:]
+        n = self._top_n  # a TOP_K chain's rows hold exactly its k candidates
+        addr = self._logits(self._ctx, i)
+        if not n or not addr:
+            raise RuntimeError(f"llama.cpp's sampler gave no candidates for row {i}")
+        logits = _floats(n).from_address(addr)[:]
         ids = _ints(n).from_address(self._cands(self._ctx, i))[:]
         return ids, logits
 

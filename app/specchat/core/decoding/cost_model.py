@@ -26,23 +26,21 @@ made it lose (the models' costs, host work, or steps measured slower than predic
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import Any
 
 from specchat.core.decoding.acceptance import Acceptance, prior
 from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.drafting import Plan, Why
 
 DRAFT = "draft"
 LOOKUP = "lookup"
 SLOW_START = 4  # the longest lookup draft on a copy not yet shown to go on (see copy_cap)
 NO_CAP = 1 << 30
-
-
-@dataclass(frozen=True)
-class Plan:
-    drafter: str | None  # DRAFT, LOOKUP, or None for a plain step
-    k: int
-    speedup: float  # expected rate relative to plain decoding
-    reason: str
+FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
+HOST_OUTWEIGHS = (
+    ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models' own costs allow"
+)
+STEPS_SLOWER = ": its steps measured {:.2f}x slower than their parts predict"
 
 
 class CostModel:
@@ -65,6 +63,7 @@ class CostModel:
         self.step_ratio: dict[str, float] = {}  # per drafter: measured step / predicted step
         self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
         self._pending: tuple[str, float, float] | None = None  # last speculative step's times
+        self._draft_memo: tuple[Any, ...] | None = None  # see _draft_figures
         self.reprobe_after = 24  # steps: a drafter the estimates rule out is tried again
         self.learn_timing = True  # False: keep the timing set by steady() (reproducible runs)
         self.curve: CostCurve | None = None  # None: the online line (beta)
@@ -298,7 +297,7 @@ class CostModel:
         `max_k` of them) and the draft model (at most `draft_max_k` tokens, default max_k)."""
         dk = max_k if draft_max_k is None else draft_max_k
         if self.t1 is None:
-            return Plan(None, 0, 1.0, "auto: measuring the target's speed")
+            return Plan(None, 0, 1.0, Why("auto: measuring the target's speed"))
         options: list[Plan] = []
         if lookup_alphas is None:
             lookup_alphas = self.acceptances(LOOKUP, lookup_classes[:max_k])
@@ -319,53 +318,78 @@ class CostModel:
                 if low < self.margin:
                     # (and a re-probe, `_plain`, is priced on the same doubtful estimates)
                     k, gain, lookup_alphas = 0, low, sure
-            options.append(Plan(LOOKUP, k, gain, f"lookup k={k} (first token α≈{a:.2f})"))
+            options.append(Plan(LOOKUP, k, gain, Why("lookup k={} (first token α≈{:.2f})", k, a)))
+        figures = None
         if draft_ok and dk >= 1:
-            k, gain = self.best_k(DRAFT, "", dk, draft_lag)
+            figures = self._draft_figures(dk, draft_lag)
+            k, gain = figures[:2]
             a = self.acceptance(DRAFT)
             lookup_pays = any(o.k > 0 and o.speedup >= self.margin for o in options)
             if self.draft_trials < 3 and k == 0 and gain >= 0.85 and not lookup_pays:
                 # Never measured: try it briefly when the prior says it is close to paying.
                 k = min(2, dk)
-                return Plan(DRAFT, k, gain, f"auto: measuring the draft model (k={k})")
-            options.append(Plan(DRAFT, k, gain, f"draft model k={k} (α≈{a:.2f})"))
+                return Plan(DRAFT, k, gain, Why("auto: measuring the draft model (k={})", k))
+            options.append(Plan(DRAFT, k, gain, Why("draft model k={} (α≈{:.2f})", k, a)))
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
-            return self._plain(options, lookup_alphas, dk, draft_lag)
+            return self._plain(options, lookup_alphas, figures)
         for o in options:
             if o.drafter != best.drafter:
                 assert o.drafter is not None
                 self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1
         return Plan(
-            best.drafter, best.k, best.speedup, f"auto: {best.reason}, est. {best.speedup:.2f}x"
+            best.drafter,
+            best.k,
+            best.speedup,
+            Why("auto: {}, est. {:.2f}x", best.why, best.speedup),
         )
 
+    def _draft_figures(self, dk: int, lag: int) -> tuple[int, float, int, float, float]:
+        """The draft model's best chain (k, rate), and for `_plain` the models' own (k, rate)
+        and the rate with host work. Far below paying, the figures stand for FAR_STEPS steps:
+        until the draft model runs again only the timings drift (a few per cent, and a longer
+        lag only lowers them), while three chains every step cost more host time than a
+        plain step's own choice."""
+        a = self._alpha(DRAFT, "")
+        key = (dk, self.draft_trials, a.s, a.f)
+        m = self._draft_memo
+        if m is not None and m[0] == key and m[1] > 0 and lag >= m[2]:
+            self._draft_memo = (key, m[1] - 1, m[2], m[3])
+            return m[3]
+        alphas = [a.mean] * dk
+        k, gain = self.best_chain(DRAFT, alphas, lag)
+        k_bare, bare = self.best_chain(DRAFT, alphas, lag, with_host=False, with_ratio=False)
+        hosted = self.best_chain(DRAFT, alphas, lag, with_ratio=False)[1]
+        figures = (k, gain, k_bare, bare, hosted)
+        far = max(gain, bare, hosted) < FAR * self.margin
+        self._draft_memo = (key, FAR_STEPS if far else 0, lag, figures)
+        return figures
+
     def _plain(
-        self, options: list[Plan], lookup_alphas: Sequence[float], max_k: int, lag: int
+        self,
+        options: list[Plan],
+        lookup_alphas: Sequence[float],
+        figures: tuple[int, float, int, float, float] | None,
     ) -> Plan:
         """A plain step, with the reason; or, now and then, one step of a drafter the
         estimates rule out, so a single slow measurement cannot switch it off for good."""
         if not options:
-            return Plan(None, 0, 1.0, "auto: plain decoding (no draft on offer)")
+            return Plan(None, 0, 1.0, Why("auto: plain decoding (no draft on offer)"))
         top = max(options, key=lambda p: p.speedup)
         assert top.drafter is not None
         name = "lookup" if top.drafter == LOOKUP else "draft model"
-        why = f"{name} would run at {top.speedup:.2f}x"
         if top.drafter == LOOKUP:
             alphas = list(lookup_alphas)
-            lag = 0
+            k_bare, bare = self.best_chain(LOOKUP, alphas, with_host=False, with_ratio=False)
+            _, hosted = self.best_chain(LOOKUP, alphas, with_ratio=False)
         else:
-            alphas = [self.acceptance(DRAFT)] * max_k
-        k_bare, bare = self.best_chain(top.drafter, alphas, lag, with_host=False, with_ratio=False)
-        _, hosted = self.best_chain(top.drafter, alphas, lag, with_ratio=False)
+            assert figures is not None
+            k_bare, bare, hosted = figures[2:]
+        why: Why | str = ""
         if bare >= self.margin and hosted < self.margin and self.host is not None:
-            why += (
-                f": host work ({self.host * 1000:.2f} ms per token chosen) outweighs "
-                f"the {bare:.2f}x the models' own costs allow"
-            )
+            why = Why(HOST_OUTWEIGHS, self.host * 1000, bare)
         elif hosted >= self.margin:
-            ratio = self.step_ratio.get(top.drafter, 1.0)
-            why += f": its steps measured {ratio:.2f}x slower than their parts predict"
+            why = Why(STEPS_SLOWER, self.step_ratio.get(top.drafter, 1.0))
         for o in options:
             assert o.drafter is not None
             self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1
@@ -374,5 +398,12 @@ class CostModel:
                 self.step_ratio[o.drafter] = 1.0 + (r - 1.0) * 0.97
         if bare >= self.margin and self.idle.get(top.drafter, 0) >= self.reprobe_after:
             self.idle[top.drafter] = 0
-            return Plan(top.drafter, k_bare, bare, f"auto: re-measuring {name} (k={k_bare})")
-        return Plan(None, 0, 1.0, f"auto: plain decoding ({why})")
+            return Plan(
+                top.drafter, k_bare, bare, Why("auto: re-measuring {} (k={})", name, k_bare)
+            )
+        return Plan(
+            None,
+            0,
+            1.0,
+            Why("auto: plain decoding ({} would run at {:.2f}x{})", name, top.speedup, why),
+        )

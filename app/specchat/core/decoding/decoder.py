@@ -24,7 +24,7 @@ from specchat.core.decoding.chooser import Chooser, First
 from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
 from specchat.core.decoding.dist import sample
 from specchat.core.decoding.draft_model import ModelDrafter
-from specchat.core.decoding.drafting import Draft
+from specchat.core.decoding.drafting import Draft, Why
 from specchat.core.decoding.ngram import HISTORY, NgramDrafter, Proposal
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.sampling import Warp
@@ -39,6 +39,7 @@ from specchat.core.types import (
 )
 
 CancelCheck = Callable[[], bool]
+NOTE_EVERY = 8  # Auto: steps between formatting the reason of an unchanged choice
 
 NO_ROLLBACK_NOTE = (
     "speculation is off: {name} keeps a recurrent state that llama.cpp cannot roll back, "
@@ -92,6 +93,8 @@ class Decoder:
         self._produced = 0  # tokens the current step produced (an ending token included)
         self._lookup_seen = 0  # ctx tokens the n-gram drafter has been told about
         self._proposal: Proposal | None = None
+        self._why: Why | None = None  # Auto: the last plan's reason
+        self._noted: tuple[str | None, int] = ("", 0)  # the drafter noted, steps since
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
 
@@ -212,6 +215,8 @@ class Decoder:
                 )
                 yield ev
         except _Finished as fin:
+            if self._why is not None:
+                self.stats.note = str(self._why)
             if fin.reason is not FinishReason.STOP or not self._text.stopped:
                 self._text.flush()
             yield self._event(fin.reason)
@@ -327,7 +332,13 @@ class Decoder:
             draft_max_k=min(limit, self.p.k_max),
             draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
         )
-        self.stats.note = plan.reason
+        # the reason, formatted when the choice changes and every NOTE_EVERY steps (read live
+        # by the window a few times a second; the last event's is the last plan's)
+        self._why = plan.why
+        if plan.drafter != self._noted[0] or self._noted[1] >= NOTE_EVERY:
+            self.stats.note, self._noted = plan.reason, (plan.drafter, 0)
+        else:
+            self._noted = (plan.drafter, self._noted[1] + 1)
         self.stats.k_current = plan.k
         if plan.drafter == LOOKUP:
             return self._lookup_draft(prop, plan.k), LOOKUP, classes
@@ -385,18 +396,6 @@ class Decoder:
                 t.decode(self.ctx[:base] + tokens[:m], logits_for="none")
             if kind == DRAFT and self.model is not None:
                 self.model.rollback(base + m)
-            j = self._produced
-            judged, good = min(k, j), min(m, j)
-            st.drafted += judged
-            st.accepted += good
-            if kind == LOOKUP and self._proposal is not None and self._proposal.source == HISTORY:
-                st.history_drafted += judged
-                st.history_accepted += good
-            st.verify_tokens += j
-            while len(st.draft_pos_proposed) < judged:
-                st.draft_pos_proposed.append(0)
-                st.draft_pos_accepted.append(0)
-            for i in range(judged):
-                st.draft_pos_proposed[i] += 1
-            for i in range(good):
-                st.draft_pos_accepted[i] += 1
+            j, prop = self._produced, self._proposal
+            from_history = kind == LOOKUP and prop is not None and prop.source == HISTORY
+            st.count_verification(min(k, j), min(m, j), j, from_history)

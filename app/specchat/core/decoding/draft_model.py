@@ -14,7 +14,7 @@ from specchat.core.decoding.candidates import penalised as pen_value
 from specchat.core.decoding.dist import Dist, sample, sample_listed
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import ModelRuntime
-from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp
+from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp_listed
 
 
 class ModelDrafter:
@@ -158,11 +158,13 @@ class ModelDrafter:
             ]
         if rng is not None:
             assert warp is not None
-            z = np.asarray(logits, dtype=np.float64)
-            q = sparse_warp(warp, np.asarray(cands, dtype=np.int64), z)
-            if q.top_prob() < p_min:
+            ids, ps = sparse_warp_listed(warp, cands, logits)
+            if ps[0] < p_min:
                 return None
-            return sample(q, rng), q
+            q = Dist(
+                ids=np.array(ids, np.int64), probs=np.array(ps, np.float64), n_vocab=warp.n_vocab
+            )
+            return sample_listed(ids, ps, 1.0, rng), q
         top = max(logits)
         if p_min > 0.0 and 1.0 / sum([math.exp(x - top) for x in logits]) < p_min:
             return None

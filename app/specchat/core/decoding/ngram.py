@@ -55,7 +55,7 @@ class Proposal:
     def classes(self) -> list[str]:
         h = self.source == HISTORY
         return [
-            confidence_class(c, n, history=h)
+            _CLASSES[h, length_class(n), _confidence_band(c)]
             for c, n in zip(self.confidence, self.context, strict=True)
         ]
 
@@ -81,18 +81,27 @@ def length_class(match: int) -> str:
     return "short" if match == 3 else "two" if match == 2 else "one"
 
 
+def _confidence_band(confidence: float) -> str:
+    if confidence >= 0.95:
+        return "c95"
+    if confidence >= 0.75:
+        return "c75"
+    return "c50" if confidence >= 0.5 else "c00"
+
+
+# every class name, made once (a proposal's classes are asked for every step)
+_CLASSES = {
+    (h, n, c): f"{'h-' if h else ''}{n}/{c}"
+    for h in (False, True)
+    for n in ("span32", "span16", "long", "mid", "short", "two", "one")
+    for c in ("c95", "c75", "c50", "c00")
+}
+
+
 def confidence_class(confidence: float, match: int, *, history: bool = False) -> str:
     """The calibration class of a drafted token: how sure the counts were, on how long a
     match, and whether it came from the earlier conversations (prefix `h-`)."""
-    if confidence >= 0.95:
-        c = "c95"
-    elif confidence >= 0.75:
-        c = "c75"
-    elif confidence >= 0.5:
-        c = "c50"
-    else:
-        c = "c00"
-    return f"{'h-' if history else ''}{length_class(match)}/{c}"
+    return _CLASSES[history, length_class(match), _confidence_band(confidence)]
 
 
 class NgramDrafter:
@@ -143,8 +152,10 @@ class NgramDrafter:
         toks, nxt, lo, hi = self._tokens, self._next, self.n_min, self.n_max
         for t in tokens:
             end = len(toks)
-            for n in range(lo, min(hi, end) + 1):
-                key = tuple(toks[end - n :])
+            tail = tuple(toks[-hi:]) if end else ()  # every context is a slice of it
+            top = len(tail)
+            for n in range(lo, top + 1):
+                key = tail[top - n :]
                 entry = nxt.get(key)
                 if entry is None:
                     nxt[key] = [1, t, 1, {t: 1}, end]

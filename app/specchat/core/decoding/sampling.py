@@ -195,6 +195,32 @@ def sparse_warp(warp: Warp, ids: Ids, zs: npt.NDArray[np.float64]) -> Dist:
     return Dist(ids=ids, probs=e / e.sum(), n_vocab=warp.n_vocab)
 
 
+def sparse_warp_listed(
+    warp: Warp, ids: list[int], zs: list[float]
+) -> tuple[list[int], list[float]]:
+    """`sparse_warp` over a few candidates as plain Python lists: (kept ids, their normalised
+    probabilities), best first. For the draft model's ten candidates per drafted token, where
+    numpy's per-call cost (caches cold after a decode) is most of the work."""
+    order = sorted(range(len(zs)), key=zs.__getitem__, reverse=True)  # stable: ties keep order
+    if 0 < warp.top_k < len(order):
+        del order[warp.top_k :]
+    top = zs[order[0]]
+    if warp.top_p < 1.0:
+        e = [math.exp(zs[j] - top) for j in order]
+        bar, c = warp.top_p * sum(e), 0.0
+        for cut, x in enumerate(e, start=1):
+            c += x
+            if c >= bar:
+                del order[cut:]
+                break
+    if warp.min_p > 0.0:
+        floor = top + math.log(warp.min_p)
+        order = [j for j in order if zs[j] >= floor]
+    w = [math.exp((zs[j] - top) / warp.temperature) for j in order]
+    total = sum(w)
+    return [ids[j] for j in order], [x / total for x in w]
+
+
 def _nucleus_sparse(
     ids: Ids, zs: npt.NDArray[np.float64], top_p: float
 ) -> tuple[Ids, npt.NDArray[np.float64]]:
