@@ -13,6 +13,8 @@ from specchat.core.bench.runner import run_bench
 from specchat.core.decoding.backend_sampler import ROWS_MAX
 from specchat.core.decoding.cost_curve import (
     FLAT,
+    SHORT_FACTOR,
+    SHORT_N,
     CostCurve,
     CostCurveError,
     ceiling,
@@ -123,6 +125,23 @@ def test_measuring_leaves_the_cache_as_it_was(engine) -> None:
     rels = [c for _, c in curve.points]
     assert rels == sorted(rels)  # a batch is never priced below a smaller one
     rt.reset()
+
+
+def test_short_batches_are_timed_three_times_as_often(engine, monkeypatch) -> None:
+    # Auto's short drafts are decided on the curve's first points, and three pairs left n = 2
+    # anywhere in 1.63-2.13 from one measurement to the next: they get SHORT_FACTOR x the pairs.
+    rt = engine.target
+    sizes: list[int] = []
+    decode = rt.decode
+
+    def counted(tokens, **kw):
+        sizes.append(len(tokens))
+        return decode(tokens, **kw)
+
+    monkeypatch.setattr(rt, "decode", counted)
+    measure_cost_curve(rt, [1, 2, SHORT_N + 2], repeats=2)
+    assert sizes.count(2) == 2 * SHORT_FACTOR
+    assert sizes.count(SHORT_N + 2) == 2 + 1  # its pairs and the warm-up
 
 
 def test_measuring_refuses_what_one_decode_cannot_do(engine) -> None:
