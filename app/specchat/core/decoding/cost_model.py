@@ -18,9 +18,8 @@ and picks the drafter and draft length k that maximise expected tokens per secon
     step(k) = rho * (draft_cost(k) + t1 * c(k + 1) + host * (tokens chosen in the step))
 
 against plain decoding at 1 / (t(1) + host). If nothing beats plain decoding by a small margin,
-it does not speculate. Estimates are decayed averages, so the choice follows acceptance as it
-drifts; a drafter the estimates rule out is tried again now and then, and the reason says what
-made it lose (the models' costs, host work, or steps measured slower than predicted).
+it does not speculate. Estimates are decayed, so the choice follows acceptance as it drifts; a
+drafter ruled out is tried again now and then, and the reason says what made it lose.
 """
 
 from __future__ import annotations
@@ -32,14 +31,11 @@ from specchat.core.decoding.acceptance import Acceptance, prior
 from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.drafting import Plan, Why
 
-DRAFT = "draft"
-LOOKUP = "lookup"
+DRAFT, LOOKUP = "draft", "lookup"  # the drafters
 SLOW_START = 4  # the longest lookup draft on a copy not yet shown to go on (see copy_cap)
 NO_CAP = 1 << 30
 FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
-HOST_OUTWEIGHS = (
-    ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models' own costs allow"
-)
+HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
 STEPS_SLOWER = ": its steps measured {:.2f}x slower than their parts predict"
 
 
@@ -90,18 +86,17 @@ class CostModel:
 
     def copy_cap(self, match: int) -> int:
         """The longest lookup draft worth risking on a copy whose current match is `match`
-        tokens long: twice the match, at least SLOW_START, so a copy earns its length (on a
-        CPU a 33-token draft that an edit breaks after 5 tokens costs ~15 one-token decodes,
-        and the classes' acceptance estimates are pooled over texts that copy far more); no
-        cap where verifying is nearly free (a flat curve)."""
+        tokens long, so a copy earns its length (on a CPU a 33-token draft an edit breaks after
+        5 tokens costs ~15 one-token decodes, and the estimates are pooled over texts that copy
+        far more): twice the match, at least SLOW_START; no cap where verifying is nearly free
+        (a flat curve)."""
         if self.curve is not None and self.curve.is_flat:
             return NO_CAP
         return max(SLOW_START, 2 * match)
 
     def steady(self, t1: float = 0.01, beta: float = 0.05, host: float = 0.0) -> CostModel:
-        """Fix the timing figures (acceptance is still learned), so the draft lengths chosen
-        depend on the text alone, not on how busy the machine is: for runs that must be
-        reproducible across machines (tests of exactness, examples)."""
+        """Fix the timing figures (acceptance is still learned): draft lengths that depend on
+        the text alone, for runs reproducible across machines (exactness tests, examples)."""
         self.t1, self._beta_num, self._beta_den, self.host = t1, beta, 1.0, host
         self.draft_token = self._draft_ratio * t1
         self.learn_timing = False
@@ -234,8 +229,7 @@ class CostModel:
         """(k, expected rate relative to plain) of the best draft length up to len(alphas),
         token i being accepted (after the ones before it) with probability alphas[i]; k = 0
         when no length beats plain decoding (the best rate found is still returned). Without
-        host / ratio it prices the models alone (to tell what makes a drafter lose). Runs
-        every step, so the loop is plain arithmetic."""
+        host / ratio it prices the models alone (to tell what makes a drafter lose)."""
         t1 = self.t1 if self.t1 is not None else 1.0
         n_top = len(alphas) + 2
         rel = self._rel if len(self._rel) >= n_top else [self.rel(n) for n in range(n_top)]
@@ -274,8 +268,7 @@ class CostModel:
         return k
 
     def takes_all(self, drafter: str, classes: Sequence[str]) -> bool:
-        """Whether the best chain over tokens of these acceptance classes is all of them (a
-        longer draft may then pay too)."""
+        """Whether the best chain over these classes' tokens is all of them (a longer may pay)."""
         return self.best_chain(drafter, self.acceptances(drafter, classes))[0] == len(classes)
 
     def best_k(self, drafter: str, cls: str, max_k: int, lag: int = 0) -> tuple[int, float]:
@@ -346,10 +339,8 @@ class CostModel:
 
     def _draft_figures(self, dk: int, lag: int) -> tuple[int, float, int, float, float]:
         """The draft model's best chain (k, rate), and for `_plain` the models' own (k, rate)
-        and the rate with host work. Far below paying, the figures stand for FAR_STEPS steps:
-        until the draft model runs again only the timings drift (a few per cent, and a longer
-        lag only lowers them), while three chains every step cost more host time than a
-        plain step's own choice."""
+        and the rate with host work; far below paying they stand for FAR_STEPS steps (until it
+        drafts again only timings drift, and a longer lag only lowers them)."""
         a = self._alpha(DRAFT, "")
         key = (dk, self.draft_trials, a.s, a.f)
         m = self._draft_memo

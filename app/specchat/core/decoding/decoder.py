@@ -6,9 +6,8 @@ the draft model's cache is a prefix of ctx. A verification pass decodes [ctx[-1]
 asks for logits of those k+1 rows only; after accepting m drafted tokens the target cache is cut
 back to ctx + d1..dm, and the draft model's to the same length.
 
-Counting (GenerationStats): a step that the end of the reply cuts short (an end token, a stop
-string, max_tokens) counts only the draft positions it got to, so `accepted` never includes
-drafts that did not come out, and `verify_tokens` counts the tokens each pass really produced.
+Counting: a step the end of the reply cuts short counts only the draft positions it got to
+(`GenerationStats.count_verification`), so `accepted` never includes drafts that did not come out.
 """
 
 from __future__ import annotations
@@ -114,8 +113,7 @@ class Decoder:
     def _push(
         self, token: int, from_draft: bool, rows: Logits, i: int, t2: Top2 | None = None
     ) -> None:
-        """Add `token` (chosen from output row i) to the reply (raises _Finished when the reply
-        ends here)."""
+        """Add `token` (from output row i) to the reply; _Finished when the reply ends here."""
         st = self.stats
         if st.tokens >= self.p.max_tokens:
             raise _Finished(FinishReason.LENGTH)
@@ -316,8 +314,9 @@ class Decoder:
             min(limit, self.p.lookup_k_max),
             more=lambda first: self.cost.takes_all(LOOKUP, first.classes()),
         )
-        # a copy earns its length: at most twice its current match (where batches cost)
-        classes = prop.classes()[: self.cost.copy_cap(prop.context[0])] if prop.tokens else []
+        # a copy earns its length (where batches cost): see CostModel.copy_cap
+        cap = self.cost.copy_cap(prop.context[0]) if prop.tokens else 0
+        classes = prop.classes()[:cap]
         alphas = self.cost.acceptances(LOOKUP, classes)
         self._proposal = prop
         if self.mode is Mode.LOOKUP:
@@ -332,13 +331,13 @@ class Decoder:
             draft_max_k=min(limit, self.p.k_max),
             draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
         )
-        # the reason, formatted when the choice changes and every NOTE_EVERY steps (read live
-        # by the window a few times a second; the last event's is the last plan's)
-        self._why = plan.why
-        if plan.drafter != self._noted[0] or self._noted[1] >= NOTE_EVERY:
-            self.stats.note, self._noted = plan.reason, (plan.drafter, 0)
-        else:
-            self._noted = (plan.drafter, self._noted[1] + 1)
+        # the reason, formatted on a new choice and every NOTE_EVERY steps (the window reads it
+        # a few times a second; the last event's is the last plan's)
+        self._why, (last, since) = plan.why, self._noted
+        fresh = plan.drafter != last or since >= NOTE_EVERY
+        self._noted = (plan.drafter, 0 if fresh else since + 1)
+        if fresh:
+            self.stats.note = plan.reason
         self.stats.k_current = plan.k
         if plan.drafter == LOOKUP:
             return self._lookup_draft(prop, plan.k), LOOKUP, classes
@@ -357,13 +356,9 @@ class Decoder:
         self.stats.k_current = k
         self.stats.source = "draft model"
         t_start = time.perf_counter()
+        p = self.p
         draft = d.propose(
-            self.ctx,
-            k,
-            warp=self.dwarp,
-            rng=self.rng,
-            p_min=self.p.p_min,
-            history_tail=self.p.repeat_last_n,
+            self.ctx, k, warp=self.dwarp, rng=self.rng, p_min=p.p_min, history_tail=p.repeat_last_n
         )
         self.cost.observe_draft(max(len(draft.tokens), 1), time.perf_counter() - t_start)
         return draft
