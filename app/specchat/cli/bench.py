@@ -208,7 +208,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
-    """Measure the target's cost curve on this machine (about 20 s on a 2-core CPU) and price
+    """Measure the target's cost curve on this machine (about 30 s on a 2-core CPU) and price
     drafting with it, or with a flat one (`which` = flat: a GPU's decisions); returns the
     measured curve."""
     print("measuring the target's cost curve…", file=sys.stderr, flush=True)

@@ -133,7 +133,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def _cost_curve(engine: Engine, args: argparse.Namespace, longest: int) -> CostCurve | None:
     """Lookup and auto size their drafts with the cost curve: measured here first (up to the
-    longest draft, about 20 s on a 2-core CPU), or flat. Off and draft do not plan, and a
+    longest draft, about 30 s on a 2-core CPU), or flat. Off and draft do not plan, and a
     server decides for itself."""
     if args.mode not in (Mode.LOOKUP.value, Mode.AUTO.value) or not isinstance(engine, Engine):
         return None

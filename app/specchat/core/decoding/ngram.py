@@ -55,7 +55,7 @@ class Proposal:
     def classes(self) -> list[str]:
         h = self.source == HISTORY
         return [
-            _CLASSES[h, length_class(n), _confidence_band(c)]
+            confidence_class(c, n, history=h)
             for c, n in zip(self.confidence, self.context, strict=True)
         ]
 

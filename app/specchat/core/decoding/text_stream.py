@@ -43,11 +43,7 @@ class TextStream:
         if not text:
             return False
         if not self._stops:
-            out = self._out
-            if out and out[-1][1] == from_draft:
-                out[-1] = (out[-1][0] + text, from_draft)
-            else:
-                out.append((text, from_draft))
+            self._release(text, from_draft)
             return False
         self._hold(text, from_draft)
         pending = "".join(t for t, _ in self._pending)
