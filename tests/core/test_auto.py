@@ -8,6 +8,7 @@ import pytest
 from specchat.core.decoding.acceptance import expected_tokens
 from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
+from specchat.core.decoding.risk import copy_cap
 
 LONG, MID, SHORT = "long/c95", "mid/c75", "short/c50"
 
@@ -83,7 +84,7 @@ def test_slow_draft_model_is_never_chosen_on_a_cpu() -> None:
     plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=8)
     assert plan.drafter is None and plan.k == 0
     assert "would run at" in plan.reason
-    k, gain = cm.best_k(DRAFT, "", 8)
+    k, gain = cm.best_chain(DRAFT, [cm.acceptance(DRAFT)] * 8)
     assert k == 0 and gain < 1.0
 
 
@@ -223,6 +224,6 @@ def test_a_copy_earns_its_length_where_batches_cost() -> None:
     measured curve; with a flat one (a GPU's shape) a copy drafts as far as it goes."""
     cm = measured(0.03, {2: 0.03 * 1.85})
     cm.use_curve(CostCurve(((1, 1.0), (2, 1.85), (9, 7.0)), t1_s=0.03))
-    assert [cm.copy_cap(m) for m in (0, 1, 3, 16, 40)] == [4, 4, 6, 32, 80]
+    assert [copy_cap(cm.curve, m) for m in (0, 1, 3, 16, 40)] == [4, 4, 6, 32, 80]
     cm.use_curve(CostCurve.flat())
-    assert cm.copy_cap(1) >= 64
+    assert copy_cap(cm.curve, 1) >= 64

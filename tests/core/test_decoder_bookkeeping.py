@@ -217,3 +217,42 @@ def test_cache_book_rollback_recall_and_a_failed_erase() -> None:
     book.tokens.extend([1, 2])
     assert book.truncate(0, lambda n: False, lambda: cleared.append(True))  # nothing to keep
     assert book.tokens == []
+
+
+def test_auto_risks_only_what_the_reply_has_won() -> None:
+    """Auto on a CPU's cost curve (a 5-token verification costs 3.99 one-token decodes), with
+    estimates that trust every copy: the reply copies 24 tokens of the prompt's text, leaves
+    it for 4, and copies its last 32. Every verification drafts only what a refusal at its
+    first token could lose within the reply's budget (risk.RiskBudget: START decodes, SHARE of
+    every token, and what the reply has won so far), recomputed here step by step from the
+    decodes the stand-in saw: the first draft is at most 2 tokens, later ones longer as the
+    copy pays, and the reply loses at most START + SHARE x its tokens. Fails if the decoder
+    does not pass or keep the budget (its first draft would be 4 tokens: the copy cap)."""
+    from specchat.core.decoding.cost_curve import CostCurve
+    from specchat.core.decoding.risk import SHARE, START
+
+    curve = CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (9, 7.47), (17, 11.5)), t1_s=0.04)
+    cm = CostModel().steady(t1=0.04, host=0.0).use_curve(curve)
+    for length in ("one", "two", "short", "mid", "long", "span16", "span32"):
+        for band in ("c95", "c75", "c50", "c00"):
+            for _ in range(60):
+                cm.observe_accept(LOOKUP, [f"{length}/{band}"] * 4, 4, 4)
+    text = [int(x) for x in np.random.default_rng(7).permutation(np.arange(10, 200))[:60]]
+    prompt = PROMPT + text
+    target_ids = text[:24] + [4, 5, 6, 7] + text[28:60]
+    target = StandIn(reply_script(len(prompt), target_ids))
+    target.n_vocab = 200  # room for a text of 60 distinct tokens
+    dec = decoder(target, Mode.AUTO, prompt=prompt, cost=cm, max_tokens=len(target_ids))
+    events = list(dec.run())
+    assert [t for ev in events for t in ev.token_ids] == target_ids
+    left, lost, batches = START, 0.0, []
+    for call, ev in zip(target.decoded[1:], events[1:], strict=False):
+        n, produced = len(call), len(ev.token_ids)
+        cost = curve.rel(n)
+        assert cost - 1.0 <= left + 1e-9, (batches, n, left)
+        left += produced * (1.0 + SHARE) - cost
+        lost += cost - produced
+        batches.append(n)
+    verifications = [n for n in batches if n > 1]
+    assert verifications[0] <= 3 and max(verifications) > 5, batches
+    assert lost <= START + SHARE * len(target_ids)

@@ -173,3 +173,31 @@ def test_a_copy_earns_its_length_in_a_real_reply(smol_path) -> None:
     assert flat[0] == 32, flat
     assert len(measured) >= 2 and measured[0] <= 8, measured
     assert measured == sorted(measured) and measured[-1] > measured[0], measured
+
+
+def test_no_draft_can_lose_more_than_the_replys_budget() -> None:
+    """A copy the estimates trust (0.99 a token): unbounded, the CPU curve takes 16 tokens. Under
+    a reply's risk budget (risk.RiskBudget) the draft is the best whose refusal at its first
+    token would lose at most the budget (its cost less one token, in one-token decodes), and
+    with no room for even one drafted token the plan decodes plainly and says why. A flat
+    curve (a GPU's shape) loses nothing to a refusal: the budget never binds there. Fails if
+    plan ignores max_loss."""
+    alphas = [0.99] * 16
+    cm = planner(CPU)
+
+    def plan(curve_model: CostModel, budget: float):
+        return curve_model.plan(
+            lookup_classes=[], lookup_alphas=alphas, draft_ok=False, max_k=16, max_loss=budget
+        )
+
+    free = plan(cm, float("inf"))
+    assert free.k == 16
+    for budget in (0.8, 1.0, 1.7, 3.0, 6.5, 9.0):
+        k = plan(cm, budget).k
+        fitting = [j for j in range(1, 17) if CPU.rel(j + 1) - 1.0 <= budget]
+        assert k == by_hand(CPU, alphas[: max(fitting)])[0], budget
+        assert CPU.rel(k + 1) - 1.0 <= budget
+    assert plan(cm, 1.7).k < plan(cm, 3.0).k < plan(cm, 9.0).k < free.k
+    nothing = plan(cm, 0.5)  # a 2-token verification costs 1.73
+    assert nothing.drafter is None and "than this reply can risk" in nothing.reason
+    assert plan(planner(CostCurve.flat()), 0.1).k == 16

@@ -5,10 +5,8 @@ It measures what things cost on this machine, now:
   measured on this machine (`cost_curve`; `CostCurve.flat()` for a GPU's shape, every n costing
   one token's time), or, until one is given, a line c(n) = 1 + beta * (n - 1) fitted online;
 - the draft model's time per drafted token (n-gram lookup costs nothing);
-- the host's own work per step (choosing tokens, building the event): everything a step costs
-  beyond llama_decode;
-- whole steps, wall clock, per drafter: a decayed ratio of what each kind of step really took
-  to what the parts above predict, so whatever the parts miss is charged to that drafter;
+- the host's own work per step beyond llama_decode (choosing tokens, building the event);
+- whole steps, per drafter: a decayed ratio of what they took to what the parts predict;
 - acceptance: per drafter and class of drafted token (the n-gram drafter's confidence classes;
   one class for the draft model), decayed Beta estimates of the chance a token is accepted
   given that the ones before it were (`acceptance`),
@@ -17,9 +15,10 @@ and picks the drafter and draft length k that maximise expected tokens per secon
     rate(k) = E(k) / step(k),   E(k) = 1 + sum_{j<=k} prod_{i<=j} a_i,
     step(k) = rho * (draft_cost(k) + t1 * c(k + 1) + host * (tokens chosen in the step))
 
-against plain decoding at 1 / (t(1) + host). If nothing beats plain decoding by a small margin,
-it does not speculate. Estimates are decayed, so the choice follows acceptance as it drifts; a
-drafter ruled out is tried again now and then, and the reason says what made it lose.
+against plain decoding at 1 / (t(1) + host), within what a refusal may lose (risk.py). If
+nothing beats plain decoding by a small margin, it does not speculate. Estimates are decayed,
+so the choice follows acceptance; a drafter ruled out is tried again now and then, and the
+reason says what made it lose.
 """
 
 from __future__ import annotations
@@ -32,10 +31,11 @@ from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.drafting import Plan, Why
 
 DRAFT, LOOKUP = "draft", "lookup"  # the drafters
-SLOW_START = 4  # the longest lookup draft on a copy not yet shown to go on (see copy_cap)
-NO_CAP = 1 << 30
+INF = float("inf")
 FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
 HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
+RISKY = "; {:.2f}x with drafts longer than this reply can risk ({:.1f} steps)"
+Figures = tuple[int, float, int, float, float]  # the draft model's, see _draft_figures
 STEPS_SLOWER = ": its steps measured {:.2f}x slower than their parts predict"
 
 
@@ -46,10 +46,8 @@ class CostModel:
         self, *, gpu: bool = False, draft_cost_ratio: float = 0.45, curve: CostCurve | None = None
     ) -> None:
         self.t1: float | None = None  # seconds for a one-token target decode
-        # Extra cost per extra token in a batch, relative to t1. CPU decode is compute-bound
-        # (a batch of 8 costs ~3.5x one token on 2 cores); GPU decode is memory-bound.
-        self._beta_num = 0.05 if gpu else 0.35
-        self._beta_den = 1.0
+        # extra cost per extra token in a batch, relative to t1 (a CPU's decode is compute-bound)
+        self._beta_num, self._beta_den = 0.05 if gpu else 0.35, 1.0
         self.draft_token: float | None = None  # seconds per drafted token (draft model)
         self.draft_trials = 0
         self._draft_ratio = draft_cost_ratio  # prior: draft cost / target cost (by file size)
@@ -83,16 +81,6 @@ class CostModel:
         if self.curve is None:
             return 1.0 + self.beta * (n - 1)
         return self._rel[n] if n < len(self._rel) else self.curve.rel(n)
-
-    def copy_cap(self, match: int) -> int:
-        """The longest lookup draft worth risking on a copy whose current match is `match`
-        tokens long, so a copy earns its length (on a CPU a 33-token draft an edit breaks after
-        5 tokens costs ~15 one-token decodes, and the estimates are pooled over texts that copy
-        far more): twice the match, at least SLOW_START; no cap where verifying is nearly free
-        (a flat curve)."""
-        if self.curve is not None and self.curve.is_flat:
-            return NO_CAP
-        return max(SLOW_START, 2 * match)
 
     def steady(self, t1: float = 0.01, beta: float = 0.05, host: float = 0.0) -> CostModel:
         """Fix the timing figures (acceptance is still learned): draft lengths that depend on
@@ -216,6 +204,11 @@ class CostModel:
         """Predicted seconds of a whole step, corrected by what such steps really took."""
         return self._step_parts(drafter, k, lag) * self.step_ratio.get(drafter, 1.0)
 
+    def step_units(self, drafter: str, k: int) -> float:
+        """A step drafting k tokens, in plain steps (what a risk budget counts)."""
+        t1 = self.t1 if self.t1 is not None else 1.0
+        return self.step_cost(drafter, k) / (t1 + self.host_cost())
+
     # -- decisions --------------------------------------------------------------------------
     def best_chain(
         self,
@@ -225,11 +218,13 @@ class CostModel:
         *,
         with_host: bool = True,
         with_ratio: bool = True,
+        max_loss: float = INF,
     ) -> tuple[int, float]:
         """(k, expected rate relative to plain) of the best draft length up to len(alphas),
         token i being accepted (after the ones before it) with probability alphas[i]; k = 0
         when no length beats plain decoding (the best rate found is still returned). Without
-        host / ratio it prices the models alone (to tell what makes a drafter lose)."""
+        host / ratio it prices the models alone (to tell what makes a drafter lose). None whose
+        refusal would lose more than `max_loss` one-token steps (risk.RiskBudget)."""
         t1 = self.t1 if self.t1 is not None else 1.0
         n_top = len(alphas) + 2
         rel = self._rel if len(self._rel) >= n_top else [self.rel(n) for n in range(n_top)]
@@ -241,13 +236,15 @@ class CostModel:
         if is_draft:
             per = self.draft_token if self.draft_token is not None else self._draft_ratio * t1
         best_k, best = 0, 0.0
-        chance, gained = 1.0, 1.0
+        chance, gained, worst = 1.0, 1.0, t_plain * (1.0 + max_loss)
         for k, a in enumerate(alphas, start=1):
             chance *= a
             gained += chance
             rows = 2 * k + 1 if is_draft else k + 1
             draft = per * (k + 0.1 * lag) if is_draft else 0.0
             cost = (draft + t1 * rel[k + 1] + host * rows) * ratio
+            if cost > worst:
+                break
             gain = gained * t_plain / cost
             if gain > best:
                 best_k, best = k, gain
@@ -267,13 +264,10 @@ class CostModel:
         self.idle[drafter] = idle
         return k
 
-    def takes_all(self, drafter: str, classes: Sequence[str]) -> bool:
-        """Whether the best chain over these classes' tokens is all of them (a longer may pay)."""
-        return self.best_chain(drafter, self.acceptances(drafter, classes))[0] == len(classes)
-
-    def best_k(self, drafter: str, cls: str, max_k: int, lag: int = 0) -> tuple[int, float]:
-        """best_chain with one acceptance probability for every position."""
-        return self.best_chain(drafter, [self.acceptance(drafter, cls)] * max_k, lag)
+    def would_draft(self, drafter: str, classes: Sequence[str]) -> bool:
+        """Whether some of these classes' tokens are worth drafting (a longer draft may pay
+        more still: on a CPU's curve 3 tokens can beat 4 while 6 beat both)."""
+        return self.best_chain(drafter, self.acceptances(drafter, classes))[0] > 0
 
     def plan(
         self,
@@ -284,10 +278,11 @@ class CostModel:
         draft_lag: int = 0,
         lookup_alphas: Sequence[float] | None = None,
         draft_max_k: int | None = None,
+        max_loss: float = INF,
     ) -> Plan:
         """Choose among a plain step, the n-gram draft on offer (its tokens' acceptance
-        classes, in order, or their acceptance estimates themselves, `lookup_alphas`; at most
-        `max_k` of them) and the draft model (at most `draft_max_k` tokens, default max_k)."""
+        classes, or their estimates, `lookup_alphas`; at most `max_k`) and the draft model (at
+        most `draft_max_k`), none that could lose over `max_loss` one-token steps (risk.py)."""
         dk = max_k if draft_max_k is None else draft_max_k
         if self.t1 is None:
             return Plan(None, 0, 1.0, Why("auto: measuring the target's speed"))
@@ -297,7 +292,7 @@ class CostModel:
         else:
             lookup_alphas = list(lookup_alphas[:max_k])
         if lookup_alphas:
-            k, gain = self.best_chain(LOOKUP, lookup_alphas)
+            k, gain = self.best_chain(LOOKUP, lookup_alphas, max_loss=max_loss)
             a = lookup_alphas[0]
             if k and lookup_classes:
                 # Auto must not lose to off: a draft pays only if it still does one standard
@@ -307,25 +302,25 @@ class CostModel:
                     max(0.0, x - self._alpha(LOOKUP, c).doubt(x))
                     for x, c in zip(lookup_alphas[:k], lookup_classes, strict=False)
                 ]
-                low = self.best_chain(LOOKUP, sure)[1]
+                low = self.best_chain(LOOKUP, sure, max_loss=max_loss)[1]
                 if low < self.margin:
                     # (and a re-probe, `_plain`, is priced on the same doubtful estimates)
                     k, gain, lookup_alphas = 0, low, sure
             options.append(Plan(LOOKUP, k, gain, Why("lookup k={} (first token α≈{:.2f})", k, a)))
         figures = None
         if draft_ok and dk >= 1:
-            figures = self._draft_figures(dk, draft_lag)
+            figures = self._draft_figures(dk, draft_lag, max_loss)
             k, gain = figures[:2]
             a = self.acceptance(DRAFT)
             lookup_pays = any(o.k > 0 and o.speedup >= self.margin for o in options)
-            if self.draft_trials < 3 and k == 0 and gain >= 0.85 and not lookup_pays:
-                # Never measured: try it briefly when the prior says it is close to paying.
-                k = min(2, dk)
-                return Plan(DRAFT, k, gain, Why("auto: measuring the draft model (k={})", k))
+            two = min(2, dk)  # never measured: tried briefly if the prior says it nearly pays
+            untried = self.draft_trials < 3 and k == 0 and gain >= 0.85 and not lookup_pays
+            if untried and self.step_units(DRAFT, two) - 1.0 <= max_loss:
+                return Plan(DRAFT, two, gain, Why("auto: measuring the draft model (k={})", two))
             options.append(Plan(DRAFT, k, gain, Why("draft model k={} (α≈{:.2f})", k, a)))
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
-            return self._plain(options, lookup_alphas, figures)
+            return self._plain(options, lookup_alphas, figures, max_loss)
         for o in options:
             if o.drafter != best.drafter:
                 assert o.drafter is not None
@@ -337,7 +332,7 @@ class CostModel:
             Why("auto: {}, est. {:.2f}x", best.why, best.speedup),
         )
 
-    def _draft_figures(self, dk: int, lag: int) -> tuple[int, float, int, float, float]:
+    def _draft_figures(self, dk: int, lag: int, max_loss: float) -> Figures:
         """The draft model's best chain (k, rate), and for `_plain` the models' own (k, rate)
         and the rate with host work; far below paying they stand for FAR_STEPS steps (until it
         drafts again only timings drift, and a longer lag only lowers them)."""
@@ -348,7 +343,7 @@ class CostModel:
             self._draft_memo = (key, m[1] - 1, m[2], m[3])
             return m[3]
         alphas = [a.mean] * dk
-        k, gain = self.best_chain(DRAFT, alphas, lag)
+        k, gain = self.best_chain(DRAFT, alphas, lag, max_loss=max_loss)
         k_bare, bare = self.best_chain(DRAFT, alphas, lag, with_host=False, with_ratio=False)
         hosted = self.best_chain(DRAFT, alphas, lag, with_ratio=False)[1]
         figures = (k, gain, k_bare, bare, hosted)
@@ -360,7 +355,8 @@ class CostModel:
         self,
         options: list[Plan],
         lookup_alphas: Sequence[float],
-        figures: tuple[int, float, int, float, float] | None,
+        figures: Figures | None,
+        max_loss: float,
     ) -> Plan:
         """A plain step, with the reason; or, now and then, one step of a drafter the
         estimates rule out, so a single slow measurement cannot switch it off for good."""
@@ -373,11 +369,14 @@ class CostModel:
             alphas = list(lookup_alphas)
             k_bare, bare = self.best_chain(LOOKUP, alphas, with_host=False, with_ratio=False)
             _, hosted = self.best_chain(LOOKUP, alphas, with_ratio=False)
+            free = self.best_chain(LOOKUP, alphas)[1] if max_loss < INF else 0.0
         else:
             assert figures is not None
-            k_bare, bare, hosted = figures[2:]
+            (k_bare, bare, hosted), free = figures[2:], 0.0
         why: Why | str = ""
-        if bare >= self.margin and hosted < self.margin and self.host is not None:
+        if free >= self.margin:
+            why = Why(RISKY, free, max_loss)
+        elif bare >= self.margin and hosted < self.margin and self.host is not None:
             why = Why(HOST_OUTWEIGHS, self.host * 1000, bare)
         elif hosted >= self.margin:
             why = Why(STEPS_SLOWER, self.step_ratio.get(top.drafter, 1.0))
@@ -387,7 +386,8 @@ class CostModel:
             r = self.step_ratio.get(o.drafter)
             if r is not None:  # an old slow measurement fades while nothing new comes in
                 self.step_ratio[o.drafter] = 1.0 + (r - 1.0) * 0.97
-        if bare >= self.margin and self.idle.get(top.drafter, 0) >= self.reprobe_after:
+        fits = self.step_units(top.drafter, k_bare) - 1.0 <= max_loss
+        if bare >= self.margin and fits and self.idle.get(top.drafter, 0) >= self.reprobe_after:
             self.idle[top.drafter] = 0
             return Plan(
                 top.drafter, k_bare, bare, Why("auto: re-measuring {} (k={})", name, k_bare)

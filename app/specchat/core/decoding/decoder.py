@@ -25,6 +25,7 @@ from specchat.core.decoding.dist import sample
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import Draft, Why
 from specchat.core.decoding.ngram import HISTORY, NgramDrafter, Proposal
+from specchat.core.decoding.risk import RiskBudget, copy_cap
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.sampling import Warp
 from specchat.core.decoding.text_stream import TextStream
@@ -94,6 +95,7 @@ class Decoder:
         self._proposal: Proposal | None = None
         self._why: Why | None = None  # Auto: the last plan's reason
         self._noted: tuple[str | None, int] = ("", 0)  # the drafter noted, steps since
+        self.risk = RiskBudget()  # Auto: what this reply may still lose to refused drafts
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
 
@@ -197,20 +199,19 @@ class Decoder:
                 # (each drafter has its own cap: k_max, lookup_k_max)
                 limit = min(room - 1, self.p.max_tokens - self.stats.tokens, ROWS_MAX - 1)
                 draft, kind, classes = self._draft(limit)
+                k = len(draft.tokens)
                 try:
-                    if draft.tokens:
+                    if k:
                         self._verify(draft, kind, classes)
+                        self.risk.step(self._produced, self.cost.step_units(kind, k))
                     else:
                         self._plain_step()
+                        self.risk.step(1, 1.0)
                 finally:
                     self._extend_drafters()
                 ev = self._event()
-                self.cost.observe_step(
-                    kind or None,
-                    len(draft.tokens),
-                    time.perf_counter() - step_start,
-                    self._llama_at_event - llama_start,
-                )
+                wall, llama = time.perf_counter() - step_start, self._llama_at_event - llama_start
+                self.cost.observe_step(kind or None, k, wall, llama)
                 yield ev
         except _Finished as fin:
             if self._why is not None:
@@ -312,10 +313,9 @@ class Decoder:
             return self._model_draft(min(limit, self.model.k)), DRAFT, [""]
         prop = self.lookup.propose(
             min(limit, self.p.lookup_k_max),
-            more=lambda first: self.cost.takes_all(LOOKUP, first.classes()),
+            more=lambda first: self.cost.would_draft(LOOKUP, first.classes()),
         )
-        # a copy earns its length (where batches cost): see CostModel.copy_cap
-        cap = self.cost.copy_cap(prop.context[0]) if prop.tokens else 0
+        cap = copy_cap(self.cost.curve, prop.context[0]) if prop.tokens else 0  # see risk.py
         classes = prop.classes()[:cap]
         alphas = self.cost.acceptances(LOOKUP, classes)
         self._proposal = prop
@@ -330,6 +330,7 @@ class Decoder:
             max_k=limit,
             draft_max_k=min(limit, self.p.k_max),
             draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
+            max_loss=self.risk.left,
         )
         # the reason, formatted on a new choice and every NOTE_EVERY steps (the window reads it
         # a few times a second; the last event's is the last plan's)

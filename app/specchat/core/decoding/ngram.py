@@ -245,7 +245,7 @@ class NgramDrafter:
         """Up to k tokens continuing the text, with their confidences: from this conversation,
         or else from the earlier ones. Drafting stops once the chance that every token so far
         is right drops below `stop_below`. With `more`, the first FIRST_LOOK tokens come
-        first, and the rest only if `more` says all of those would be verified (a guess the
+        first, and the rest only if `more` says some of those would be verified (a guess the
         planner refuses costs no 64-token walk)."""
         limit = self.k_max if k is None else k
         if more is not None and limit > FIRST_LOOK:

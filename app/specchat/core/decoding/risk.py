@@ -1,0 +1,45 @@
+"""What Auto's drafts may risk where a refused draft costs (a CPU's cost curve): a copy earns
+its length, and a reply risks only what it has won.
+
+A draft refused at its first token costs a whole verification for one token: on a 2-core CPU
+a 31-token draft costs ~16 one-token decodes. The cost model's acceptance estimates are pooled
+over replies (a quote that copied 300 tokens makes an edit's copy look as safe), so an expected
+gain does not keep a reply from losing. Two bounds:
+- `copy_cap`: a lookup draft is at most twice its copy's current match (at least SLOW_START);
+- `RiskBudget`: a step drafts only what it could lose (its cost less the one token it surely
+  yields, in one-token decodes) within what the reply has won so far, plus START decodes and
+  SHARE of every token produced. A reply whose drafts fail loses at most START + SHARE x its
+  tokens; one whose drafts pay earns longer ones.
+Where verifying is nearly free (a GPU, a flat curve) a refusal loses nothing: neither binds.
+"""
+
+from __future__ import annotations
+
+from specchat.core.decoding.cost_curve import CostCurve
+
+SLOW_START = 4  # the longest lookup draft on a copy not yet shown to go on
+NO_CAP = 1 << 30
+START = 1.7  # one-token decodes a reply may lose before it has won anything (a 2-token draft)
+SHARE = 0.01  # and this share of every token it has produced
+
+
+def copy_cap(curve: CostCurve | None, match: int) -> int:
+    """The longest lookup draft worth risking on a copy whose current match is `match` tokens
+    (an edit breaks a copy the estimates, learned on texts that copy far more, call safe)."""
+    if curve is not None and curve.is_flat:
+        return NO_CAP
+    return max(SLOW_START, 2 * match)
+
+
+class RiskBudget:
+    """What one reply may still lose, in one-token decodes (`left`)."""
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = START
+
+    def step(self, produced: int, cost: float) -> None:
+        """A step yielded `produced` tokens and cost `cost` one-token decodes (a plain step:
+        1 and 1.0)."""
+        self.left += produced * (1.0 + SHARE) - cost
