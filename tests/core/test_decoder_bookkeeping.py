@@ -256,3 +256,18 @@ def test_auto_risks_only_what_the_reply_has_won() -> None:
     verifications = [n for n in batches if n > 1]
     assert verifications[0] <= 3 and max(verifications) > 5, batches
     assert lost <= START + SHARE * len(target_ids)
+
+
+def test_a_refused_draft_counts_every_token_sent() -> None:
+    """Lookup drafts the prompt's 5, 6, 7, 8 after a 4; the target takes the 5 and then leaves
+    the copy. The stats count the 4 tokens sent, 1 accepted (25 %, not the 1 of 2 the target
+    got to before refusing), and positions 1-4 proposed once. Fails if only the tokens up to
+    the refusal count."""
+    prompt = PROMPT + [4, 5, 6, 7, 8, 3]
+    target = StandIn(reply_script(len(prompt), [4, 5, 1, 2, 1, 2, 1, 2]))
+    dec = decoder(target, Mode.LOOKUP, prompt=prompt, cost=confident_lookup(), max_tokens=8)
+    first = next(ev.stats.copy() for ev in dec.run() if ev.stats.verify_steps)  # live stats
+    assert target.decoded[1] == [4, 5, 6, 7, 8]  # the first verification: 4 drafted
+    st = first
+    assert (st.drafted, st.accepted, st.verify_steps) == (4, 1, 1)
+    assert st.draft_pos_proposed == [1, 1, 1, 1] and st.draft_pos_accepted == [1, 0, 0, 0]

@@ -251,20 +251,21 @@ class GenerationStats:
         the first choice), outside llama_decode (ms)."""
         return max(0.0, self.ttft_s - (self.llama_s - self.decode_llama_s)) * 1000.0
 
-    def count_verification(self, judged: int, good: int, produced: int, history: bool) -> None:
-        """A verification pass: `judged` drafted tokens came out checked, the first `good` of
-        them accepted, `produced` tokens in all; `history`: drafted from earlier chats."""
-        self.drafted += judged
+    def count_verification(self, sent: int, good: int, produced: int, history: bool) -> None:
+        """A verification pass: `sent` drafted tokens (all of them, unless the reply ended
+        first), the first `good` of them accepted, `produced` tokens in all; `history`:
+        drafted from earlier chats."""
+        self.drafted += sent
         self.accepted += good
         if history:
-            self.history_drafted += judged
+            self.history_drafted += sent
             self.history_accepted += good
         self.verify_tokens += produced
-        grow = judged - len(self.draft_pos_proposed)
+        grow = sent - len(self.draft_pos_proposed)
         if grow > 0:
             self.draft_pos_proposed += [0] * grow
             self.draft_pos_accepted += [0] * grow
-        for i in range(judged):
+        for i in range(sent):
             self.draft_pos_proposed[i] += 1
         for i in range(good):
             self.draft_pos_accepted[i] += 1

@@ -6,8 +6,8 @@ the draft model's cache is a prefix of ctx. A verification pass decodes [ctx[-1]
 asks for logits of those k+1 rows only; after accepting m drafted tokens the target cache is cut
 back to ctx + d1..dm, and the draft model's to the same length.
 
-Counting: a step the end of the reply cuts short counts only the draft positions it got to
-(`GenerationStats.count_verification`), so `accepted` never includes drafts that did not come out.
+Counting: every drafted token sent counts, refused or not; a step the end of the reply cuts
+short counts only the draft positions it got to (`GenerationStats.count_verification`).
 """
 
 from __future__ import annotations
@@ -394,4 +394,5 @@ class Decoder:
                 self.model.rollback(base + m)
             j, prop = self._produced, self._proposal
             from_history = kind == LOOKUP and prop is not None and prop.source == HISTORY
-            st.count_verification(min(k, j), min(m, j), j, from_history)
+            # every drafted token counts, refused or not, unless the reply ended before it
+            st.count_verification(k if j > m else j, min(m, j), j, from_history)
