@@ -7,6 +7,7 @@ import pytest
 
 from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.cost_model import LOOKUP, CostModel
+from specchat.core.decoding.risk import longest_within
 
 # The measurement on this 2-core machine (target Qwen2.5-Coder-1.5B, median of 6):
 # a decode of n tokens relative to one.
@@ -197,7 +198,8 @@ def test_no_draft_can_lose_more_than_the_replys_budget() -> None:
         fitting = [j for j in range(1, 17) if CPU.rel(j + 1) - 1.0 <= budget]
         assert k == by_hand(CPU, alphas[: max(fitting)])[0], budget
         assert CPU.rel(k + 1) - 1.0 <= budget
+        assert longest_within(cm, budget, 16) == max(fitting)  # the decoder's walk limit
     assert plan(cm, 1.7).k < plan(cm, 3.0).k < plan(cm, 9.0).k < free.k
     nothing = plan(cm, 0.5)  # a 2-token verification costs 1.73
-    assert nothing.drafter is None and "than this reply can risk" in nothing.reason
+    assert nothing.drafter is None and "this reply may risk 0.5 steps" in nothing.reason
     assert plan(planner(CostCurve.flat()), 0.1).k == 16

@@ -34,7 +34,7 @@ DRAFT, LOOKUP = "draft", "lookup"  # the drafters
 INF = float("inf")
 FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
 HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
-RISKY = "; {:.2f}x with drafts longer than this reply can risk ({:.1f} steps)"
+RISKY = "{}; this reply may risk {:.1f} steps (risk.py)"
 Figures = tuple[int, float, int, float, float]  # the draft model's, see _draft_figures
 STEPS_SLOWER = ": its steps measured {:.2f}x slower than their parts predict"
 
@@ -369,17 +369,16 @@ class CostModel:
             alphas = list(lookup_alphas)
             k_bare, bare = self.best_chain(LOOKUP, alphas, with_host=False, with_ratio=False)
             _, hosted = self.best_chain(LOOKUP, alphas, with_ratio=False)
-            free = self.best_chain(LOOKUP, alphas)[1] if max_loss < INF else 0.0
         else:
             assert figures is not None
-            (k_bare, bare, hosted), free = figures[2:], 0.0
+            k_bare, bare, hosted = figures[2:]
         why: Why | str = ""
-        if free >= self.margin:
-            why = Why(RISKY, free, max_loss)
-        elif bare >= self.margin and hosted < self.margin and self.host is not None:
+        if bare >= self.margin and hosted < self.margin and self.host is not None:
             why = Why(HOST_OUTWEIGHS, self.host * 1000, bare)
         elif hosted >= self.margin:
             why = Why(STEPS_SLOWER, self.step_ratio.get(top.drafter, 1.0))
+        if max_loss < INF:
+            why = Why(RISKY, why, max_loss)
         for o in options:
             assert o.drafter is not None
             self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1

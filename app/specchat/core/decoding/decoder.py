@@ -25,7 +25,7 @@ from specchat.core.decoding.dist import sample
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import Draft, Why
 from specchat.core.decoding.ngram import HISTORY, NgramDrafter, Proposal
-from specchat.core.decoding.risk import RiskBudget, copy_cap
+from specchat.core.decoding.risk import RiskBudget, copy_cap, longest_within
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.sampling import Warp
 from specchat.core.decoding.text_stream import TextStream
@@ -311,8 +311,11 @@ class Decoder:
         if self.mode is Mode.DRAFT:
             assert self.model is not None
             return self._model_draft(min(limit, self.model.k)), DRAFT, [""]
+        limit = min(limit, self.p.lookup_k_max)
+        if self.mode is Mode.AUTO:  # no walk past what the reply can risk (risk.py)
+            limit = max(1, longest_within(self.cost, self.risk.left, limit))
         prop = self.lookup.propose(
-            min(limit, self.p.lookup_k_max),
+            limit,
             more=lambda first: self.cost.would_draft(LOOKUP, first.classes()),
         )
         cap = copy_cap(self.cost.curve, prop.context[0]) if prop.tokens else 0  # see risk.py
@@ -394,5 +397,4 @@ class Decoder:
                 self.model.rollback(base + m)
             j, prop = self._produced, self._proposal
             from_history = kind == LOOKUP and prop is not None and prop.source == HISTORY
-            # every drafted token counts, refused or not, unless the reply ended before it
-            st.count_verification(k if j > m else j, min(m, j), j, from_history)
+            st.count_verification(k if j > m else j, min(m, j), j, from_history)  # all sent

@@ -16,6 +16,7 @@ Where verifying is nearly free (a GPU, a flat curve) a refusal loses nothing: ne
 from __future__ import annotations
 
 from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.cost_model import LOOKUP, CostModel
 
 SLOW_START = 4  # the longest lookup draft on a copy not yet shown to go on
 NO_CAP = 1 << 30
@@ -29,6 +30,19 @@ def copy_cap(curve: CostCurve | None, match: int) -> int:
     if curve is not None and curve.is_flat:
         return NO_CAP
     return max(SLOW_START, 2 * match)
+
+
+def longest_within(cost: CostModel, max_loss: float, k_max: int) -> int:
+    """The longest lookup draft, at most k_max, whose refusal loses at most `max_loss`
+    one-token steps as `cost` prices steps (its best_chain stops at the same length)."""
+    t1, host = cost.t1 if cost.t1 is not None else 1.0, cost.host_cost()
+    worst = (t1 + host) * (1.0 + max_loss) / cost.step_ratio.get(LOOKUP, 1.0)
+    if t1 * cost.rel(k_max + 1) + host * (k_max + 1) <= worst:
+        return k_max
+    k = 0
+    while t1 * cost.rel(k + 2) + host * (k + 2) <= worst:
+        k += 1
+    return k
 
 
 class RiskBudget:
