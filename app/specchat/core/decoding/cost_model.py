@@ -385,8 +385,8 @@ class CostModel:
             r = self.step_ratio.get(o.drafter)
             if r is not None:  # an old slow measurement fades while nothing new comes in
                 self.step_ratio[o.drafter] = 1.0 + (r - 1.0) * 0.97
-        fits = self.step_units(top.drafter, k_bare) - 1.0 <= max_loss
-        if bare >= self.margin and fits and self.idle.get(top.drafter, 0) >= self.reprobe_after:
+        idle = self.idle.get(top.drafter, 0) >= self.reprobe_after
+        if idle and bare >= self.margin and self.step_units(top.drafter, k_bare) - 1 <= max_loss:
             self.idle[top.drafter] = 0
             return Plan(
                 top.drafter, k_bare, bare, Why("auto: re-measuring {} (k={})", name, k_bare)
