@@ -330,6 +330,7 @@ def test_a_short_real_bench_gives_a_complete_report(small_engine, short_suite: S
         max_tokens=16,
         warmup=False,
         on_run=lambda r, done, total: seen.append((done, total)),
+        redo_busy=0,  # the report is tested here; a pair run again: test_bench_busy.py
     )
     assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
     assert [(r.prompt_id, r.label) for r in bench.runs] == [

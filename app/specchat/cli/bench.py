@@ -149,6 +149,8 @@ def progress_line(r: RunResult, done: int, total: int) -> str:
         parts.append(f"ttft {r.ttft_s * 1000:.0f} ms")
     if r.acceptance_rate is not None:
         parts.append(f"accept {r.acceptance_rate:.0%}")
+    if r.busy:
+        parts.append(f"(other programs used {r.others_share:.0%} of the CPU)")
     return " ".join(parts)
 
 

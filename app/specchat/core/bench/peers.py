@@ -98,6 +98,7 @@ class StockVariant:
     """One configuration of llama-cpp-python's own high-level generation path."""
 
     runner = "llama-cpp-python"
+    metered = True  # in this process: others' CPU use during its runs is measured
 
     def __init__(
         self,

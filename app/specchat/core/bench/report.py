@@ -28,6 +28,7 @@ from specchat.core.bench.machine import machine_info
 from specchat.core.bench.runner import REFERENCE, BenchRun, RunResult
 from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.engines.local import Engine
+from specchat.core.machine.busy import BUSY_SHARE
 from specchat.core.types import acceptance_rate, mean_accepted_length
 
 SCHEMA_VERSION = 1
@@ -55,6 +56,11 @@ DEFINITIONS = {
     "(the models are mmapped, so it includes every touched weight page)",
     "rss_growth_mb": "largest rise of the resident set during one run",
     "overall": "geometric mean over prompts of the per-prompt figures",
+    "speedup_low, speedup_high": "lowest and highest per-pair ratio behind speedup_vs_off",
+    "busy_runs": "runs of this variant, or of the off runs paired with them, during which other "
+    "programs used more than busy_share_limit of the machine's CPU (a pair with such a run is "
+    "run again, at most twice; what the last try measured is kept)",
+    "redone_pairs": "pairs run again because other programs took the CPU during one of their runs",
     **ceilings.DEFINITIONS,
 }
 
@@ -141,6 +147,10 @@ def record(
         pairs = [(refs[r.pair], r) for r in runs if r.pair in refs]
         same = [same_reply(o, v) for o, v in pairs]
     divergences = [d for ok, d in same if not ok and d is not None]
+    per_pair = [ratio(v.tokens_per_s, o.tokens_per_s) for o, v in pairs] if not is_ref else []
+    spread = [r for r in per_pair if r is not None]
+    watched = {id(r): r for pair in pairs for r in pair}.values()
+    shares = [r.others_share for r in watched if r.others_share is not None]
     ref_tps = median(o.tokens_per_s for o, _ in pairs)
     rate, mal, drafted, accepted = _pooled(runs)
     ttfts = [r.ttft_s for r in runs if r.ttft_s is not None]
@@ -160,6 +170,10 @@ def record(
         "e2e_tokens_per_s": median(r.e2e_tokens_per_s for r in runs),
         "speedup_vs_off": 1.0 if is_ref else _med_ratio(pairs, "tokens_per_s"),
         "speedup_vs_off_ratio_of_medians": 1.0 if is_ref else ratio(tps, ref_tps),
+        "speedup_low": min(spread) if spread else None,
+        "speedup_high": max(spread) if spread else None,
+        "busy_runs": sum(r.busy for r in watched),
+        "others_cpu_share_max": max(shares) if shares else None,
         "e2e_speedup_vs_off": 1.0 if is_ref else _med_ratio(pairs, "e2e_tokens_per_s"),
         "ttft_s": median(ttfts),
         "ttft_ratio_vs_off": 1.0 if is_ref and ttfts else _med_ratio(pairs, "ttft_s"),
@@ -349,6 +363,8 @@ def build_report(
         "duration_s": round(bench.duration_s, 2),
         "complete": not bench.interrupted and len(bench.runs) == bench.planned_runs,
         "planned_runs": bench.planned_runs,
+        "redone_pairs": bench.redone_pairs,
+        "busy_share_limit": BUSY_SHARE,
         "machine": machine_info(),
         "models": models,
         "settings": settings,

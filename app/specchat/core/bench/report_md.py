@@ -44,6 +44,7 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"- **partial run**: {len(report['runs'])} of {report['planned_runs']} runs measured"
         )
+    lines += _disturbed_lines(report)
     for role, info in report["models"].items():
         if info:
             lines.append(f"- {role}: {info['file']} ({format_bytes(info['size_bytes'])})")
@@ -104,7 +105,7 @@ def _per_prompt_section(report: dict[str, Any]) -> list[str]:
                 r["mode"],
                 _f(r["tokens"], "{:.0f}"),
                 _f(r["tokens_per_s"], "{:.1f}"),
-                _f(r["speedup_vs_off"], "{:.2f}×"),
+                _speedup_cell(r),
                 _f(r["e2e_tokens_per_s"], "{:.1f}"),
                 _ms(r["ttft_s"]),
                 _f(r["ttft_ratio_vs_off"]),
@@ -119,6 +120,45 @@ def _per_prompt_section(report: dict[str, Any]) -> list[str]:
         )
     lines += _table(head, rows)
     return lines
+
+
+def _speedup_cell(r: dict[str, Any]) -> str:
+    """The median per-pair speedup, its spread over two or more pairs, ⚠ when a run of it was
+    disturbed by other programs."""
+    cell = _f(r["speedup_vs_off"], "{:.2f}×")
+    low, high = r.get("speedup_low"), r.get("speedup_high")
+    if low is not None and high is not None and r["repeats"] > 1:
+        cell += f" ({low:.2f}–{high:.2f})"
+    return cell + (" ⚠" if r.get("busy_runs") else "")
+
+
+def _disturbed_lines(report: dict[str, Any]) -> list[str]:
+    """Whether other programs took the CPU during the runs (SpecChat's own runs are metered;
+    a server's are not: its CPU time is another process's)."""
+    runs = [r for r in report["runs"] if r.get("others_cpu_share") is not None]
+    if not runs:
+        return []
+    limit = report.get("busy_share_limit", BUSY_SHARE)
+    top = max(r["others_cpu_share"] for r in runs)
+    busy = [r for r in runs if r.get("busy")]
+    redone = report.get("redone_pairs", 0)
+    if not busy and not redone:
+        return [
+            f"- other programs: at most {top:.1%} of the CPU during any of SpecChat's runs "
+            f"(a run is disturbed above {limit:.0%})"
+        ]
+    names = sorted({n for r in busy for n in r.get("busiest_others", [])})
+    who = f" (busiest: {', '.join(names[:3])})" if names else ""
+    line = (
+        f"- **other programs took the CPU**: {redone} pair(s) were run again because other "
+        f"programs used more than {limit:.0%} of the CPU during one of their runs"
+    )
+    if busy:
+        line += (
+            f"; {len(busy)} run(s) stayed disturbed after the last try{who}, up to {top:.0%}: "
+            "their speedups (marked ⚠) are unreliable; close other programs and run again"
+        )
+    return [line]
 
 
 def _curve_lines(report: dict[str, Any]) -> list[str]:
@@ -310,9 +350,16 @@ def _targets_section(report: dict[str, Any]) -> list[str]:
     if auto:
         worst = min(auto, key=lambda r: r["speedup_vs_off"] or 0.0)
         ok = (worst["speedup_vs_off"] or 0.0) >= 0.97
+        why = ""
+        if not worst.get("drafted"):  # the same work as off: what parts them is the machine
+            why = "; it drafted nothing, so it did off's work"
+            if worst.get("speedup_low") is not None:
+                why += f" (its pairs {worst['speedup_low']:.2f}–{worst['speedup_high']:.2f})"
+        if worst.get("busy_runs"):
+            why += "; other programs took the CPU during its runs"
         out.append(
             f"- auto on every prompt ≥ 0.97× off: lowest {_f(worst['speedup_vs_off'], '{:.2f}×')} "
-            f"({worst['id']}, {worst['kind']}): {'met' if ok else 'NOT met'}"
+            f"({worst['id']}, {worst['kind']}{why}): {'met' if ok else 'NOT met'}"
         )
     for r in report.get("host_overhead") or []:
         out.append(

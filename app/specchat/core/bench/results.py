@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from specchat.core.bench.suite import BenchPrompt
+from specchat.core.machine.busy import BUSY_SHARE
 from specchat.core.reply import Reply
 from specchat.core.types import GenerationParams, acceptance_rate
 
@@ -57,6 +58,10 @@ class RunResult:
     peak_rss_bytes: int = 0
     start_rss_bytes: int = 0
     note: str = ""
+    # other programs' share of the machine's CPU during the run (None: not measured, e.g. a
+    # server's run, whose CPU is not this process's) and the busiest of them (busy.CpuMeter)
+    others_share: float | None = None
+    busiest: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, variant: Variant, prompt: PreparedPrompt, **figures: Any) -> RunResult:
@@ -114,6 +119,11 @@ class RunResult:
         return acceptance_rate(self.drafted, self.accepted)
 
     @property
+    def busy(self) -> bool:
+        """Other programs took more than busy.BUSY_SHARE of the CPU during this run."""
+        return self.others_share is not None and self.others_share > BUSY_SHARE
+
+    @property
     def tau(self) -> float | None:
         """Tokens per target forward pass: N / (N - accepted)."""
         return tau(self.tokens, self.accepted)
@@ -142,6 +152,9 @@ class RunResult:
             "host_ms_per_token": _r(self.host_ms_per_token, 4),
             "finish_reason": self.finish_reason,
             "peak_rss_mb": _r(self.peak_rss_bytes / 2**20, 1),
+            "others_cpu_share": _r(self.others_share, 4),
+            "busy": self.busy,
+            "busiest_others": list(self.busiest),
             "note": self.note,
         }
         if with_text:
@@ -162,7 +175,9 @@ def _r(x: float | None, nd: int) -> float | None:
 
 
 class Variant(Protocol):
-    """Something the runner can measure: a speculation mode of our engine, or a peer."""
+    """Something the runner can measure: a speculation mode of our engine, or a peer. One
+    that runs in this process may say `metered = True`: the runner then measures other
+    programs' CPU use during its runs (and runs a disturbed pair again)."""
 
     label: str
     runner: str

@@ -25,6 +25,7 @@ from specchat.core.bench.suite import BenchPrompt, Suite, SuiteError, load_suite
 from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.history_index import HistoryIndex
 from specchat.core.engines.local import Engine
+from specchat.core.machine.busy import CpuMeter
 from specchat.core.reply import Reply
 from specchat.core.types import GenerationParams, Mode
 
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 DEFAULT_MAX_TOKENS = 256
+REDO_MAX = 2  # a pair with a run disturbed by other programs is run again up to twice
 WARMUP_TOKENS = 8
 REFERENCE = Mode.OFF.value  # the label every other variant is paired with
 
@@ -57,6 +59,7 @@ class EngineVariant:
 
     runner = "specchat"
     baseline: str | None = None
+    metered = True  # it runs in this process: others' CPU use during its runs is measured
 
     def __init__(self, engine: Engine, mode: Mode | str) -> None:
         self.engine = engine
@@ -131,6 +134,7 @@ class BenchRun:
     interrupted: bool = False  # stopped early (Ctrl+C or cancel): the report is partial
     cost_curve: CostCurve | None = None  # the machine's, measured: the report's ceilings
     planner_curve: str | None = None  # what drafting was priced with: measured, flat, online
+    redone_pairs: int = 0  # pairs run again because other programs took the CPU (REDO_MAX)
 
 
 def prepare(engine: Engine, prompt: BenchPrompt, settings: BenchSettings) -> PreparedPrompt:
@@ -201,10 +205,12 @@ def run_bench(
     cancel: Callable[[], bool] | None = None,
     pairing: str = "block",
     cost_curve: CostCurve | None = None,
+    redo_busy: int = REDO_MAX,
 ) -> BenchRun:
     """Measure `modes` of `engine` (and any peer variants) on every prompt of `suite`.
     `cost_curve`: the machine's, measured, for the report's ceilings (the planner uses what
-    the engine was given: `Engine.use_cost_curve`)."""
+    the engine was given: `Engine.use_cost_curve`). `redo_busy`: how many times a pair that
+    other programs disturbed is run again."""
     settings = BenchSettings(repeats, max_tokens, params or GenerationParams(), warmup).validate()
     mode_labels = parse_modes(modes)
     if Mode.DRAFT.value in mode_labels and not engine.has_draft:
@@ -224,6 +230,7 @@ def run_bench(
         on_run=on_run,
         cancel=cancel,
         fatal=lambda v: isinstance(v, EngineVariant),
+        redo_busy=redo_busy,
     )
     bench.cost_curve = cost_curve
     planner = engine.cost_curve
@@ -241,10 +248,13 @@ def measure(
     on_run: OnRun | None = None,
     cancel: Callable[[], bool] | None = None,
     fatal: Callable[[Variant], bool] = lambda v: False,
+    redo_busy: int = REDO_MAX,
 ) -> BenchRun:
     """Run the schedule over `variants` (the reference first): warm-up, then every planned run.
     A variant's failure skips that run unless `fatal(variant)` (SpecChat's own engine: a bug
-    there must not hide); Ctrl+C or `cancel` keeps what was measured so far."""
+    there must not hide); Ctrl+C or `cancel` keeps what was measured so far. A pair in which
+    other programs took more than busy.BUSY_SHARE of the CPU during one of its metered runs
+    is run again (at most REDO_MAX times; what the last try measured is kept, marked busy)."""
     labels = list(variants)
     plan = schedule(prompts, labels, settings.repeats, pairing)
     started, t0 = time.time(), time.perf_counter()
@@ -256,30 +266,33 @@ def measure(
                 v.run(prompts[0], short)
     runs: list[RunResult] = []
     interrupted = False
+    redone = done = 0
+    got: list[RunResult] = []  # the pair being measured
     try:
-        for n, (rep, prompt, label, pair) in enumerate(plan, 1):
-            if cancel is not None and cancel():
-                interrupted = True
-                break
-            p = settings.params.with_(max_tokens=prompt.max_tokens)
-            variant = variants[label]
-            try:
-                result = variant.run(prompt, p)
-            except Exception as exc:  # a peer's own bug must not end the whole run
-                if fatal(variant):
-                    raise
-                print(
-                    f"[{n}/{len(plan)}] {prompt.prompt.id} {label}: failed, skipped ({exc})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                continue
-            result.repeat, result.pair = rep, pair
-            runs.append(result)
-            if on_run is not None:
-                on_run(result, n, len(plan))
-    except KeyboardInterrupt:  # Ctrl+C: keep what was measured so far
+        for pair_plan in _pairs(plan):
+            for attempt in range(redo_busy + 1):
+                got = []
+                for rep, prompt, label, pair in pair_plan:
+                    if cancel is not None and cancel():
+                        raise _Cancelled
+                    result = _run_one(variants[label], prompt, settings, fatal, label)
+                    if result is None:
+                        continue
+                    result.repeat, result.pair = rep, pair
+                    got.append(result)
+                    if on_run is not None:
+                        on_run(result, done + len(got), len(plan))
+                busy = [r for r in got if r.busy]
+                if not busy or attempt == redo_busy:
+                    break
+                redone += 1
+                print(_again(busy[0], attempt + 1 == redo_busy), file=sys.stderr, flush=True)
+            runs += got
+            got = []
+            done += len(pair_plan)
+    except (KeyboardInterrupt, _Cancelled):  # Ctrl+C or cancel: keep what was measured so far
         interrupted = True
+        runs += got
     return BenchRun(
         suite=suite,
         labels=labels,
@@ -291,4 +304,59 @@ def measure(
         duration_s=time.perf_counter() - t0,
         planned_runs=len(plan),
         interrupted=interrupted,
+        redone_pairs=redone,
+    )
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _pairs(plan: list[tuple[int, P, str, int]]) -> list[list[tuple[int, P, str, int]]]:
+    """The schedule cut into its pairs (runs taken side by side), in running order."""
+    out: list[list[tuple[int, P, str, int]]] = []
+    for item in plan:
+        if out and out[-1][0][3] == item[3]:
+            out[-1].append(item)
+        else:
+            out.append([item])
+    return out
+
+
+def _run_one(
+    variant: Variant,
+    prompt: PreparedPrompt,
+    settings: BenchSettings,
+    fatal: Callable[[Variant], bool],
+    label: str,
+) -> RunResult | None:
+    """One run; None when a variant that may fail (a peer) failed (said on stderr). A variant
+    that runs in this process (`metered`) has other programs' CPU use during the run measured
+    (a server's run is not: the server is another program)."""
+    p = settings.params.with_(max_tokens=prompt.max_tokens)
+    meter = CpuMeter() if getattr(variant, "metered", False) else None
+    try:
+        if meter is None:
+            return variant.run(prompt, p)
+        with meter:
+            result = variant.run(prompt, p)
+    except Exception as exc:  # a peer's own bug must not end the whole run
+        if fatal(variant):
+            raise
+        print(f"{prompt.prompt.id} {label}: failed, skipped ({exc})", file=sys.stderr, flush=True)
+        return None
+    use = meter.use
+    if use is not None:
+        result.others_share = use.others_share
+        result.busiest = tuple(name for name, _ in use.top)
+    return result
+
+
+def _again(run: RunResult, last_try: bool) -> str:
+    who = f" ({', '.join(run.busiest)})" if run.busiest else ""
+    share = run.others_share or 0.0
+    last = " (last try)" if last_try else ""
+    return (
+        f"{run.prompt_id} {run.label}: other programs used {share:.0%} of the CPU{who}; "
+        f"running this pair again{last}"
     )
