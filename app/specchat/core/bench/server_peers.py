@@ -4,7 +4,8 @@ Each variant is one llama-server process on 127.0.0.1 with the target model and 
 `--spec-type` (ngram-simple, ngram-map-k, ngram-mod), at llama.cpp's defaults and at the draft
 length SpecChat uses; `llama.cpp:server-off` (no speculation) is their own baseline. Every run
 sends the prompt as the same token ids SpecChat decodes (`/completion` with a token list), with
-prompt caching off so each run starts cold, and streams the reply: the first and last streamed
+prompt caching off so each run starts cold (a spec type whose n-gram pool outlives a request,
+ngram-mod, gets a fresh server before every run), and streams the reply: the first and last streamed
 token give decode speed the way SpecChat measures its own (tokens after the first, per second
 since the first); drafted/accepted come from the server's `timings`.
 
@@ -30,6 +31,10 @@ from specchat.core.types import GenerationParams
 
 START_TIMEOUT_S = 180.0
 NGRAM_TYPES = ("ngram-simple", "ngram-map-k", "ngram-mod")
+# spec types whose pool outlives a request (one per server): their server is started afresh
+# before every run, or a second run drafts the first run's reply (ngram-mod's τ on a 300-token
+# edit went 5.1 -> 50 from one repeat to the next)
+STATEFUL_TYPES = ("ngram-mod",)
 
 
 def draft_length_args(spec_type: str, k: int) -> list[str]:
@@ -67,19 +72,34 @@ class LlamaServerPeer:
         threads: int,
         ctx: int,
         retokenize: Callable[[str], list[int]],
+        fresh_each_run: bool = False,
     ) -> None:
         self.label, self.mode, self.baseline = label, mode, baseline
         self._retokenize = retokenize
+        self.fresh_each_run = fresh_each_run  # restart before every run but the first
+        self._used = False
         self.port = _free_port()
         self._log = Path(tempfile.mkstemp(prefix="specchat-peer-", suffix=".log")[1])
-        cmd = [
+        self._cmd = [
             str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(self.port),
             "-c", str(ctx), "-t", str(threads), "-tb", str(threads), "-np", "1",
             "--no-webui", "--no-cache-prompt", *spec_args,
         ]  # fmt: skip
+        self._start()
+
+    def _start(self) -> None:
         with self._log.open("w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(self._cmd, stdout=log, stderr=subprocess.STDOUT)
         self._wait_ready()
+
+    def _stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
 
     def _request(self, method: str, path: str, body: Any = None) -> http.client.HTTPResponse:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
@@ -114,6 +134,10 @@ class LlamaServerPeer:
         return out
 
     def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult:
+        if self.fresh_each_run and self._used:  # a cold pool, as every SpecChat run starts
+            self._stop()
+            self._start()
+        self._used = True
         body = {
             "prompt": list(prompt.tokens),
             "n_predict": params.max_tokens,
@@ -167,12 +191,7 @@ class LlamaServerPeer:
         return result
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        self._stop()
         self._log.unlink(missing_ok=True)
 
 
@@ -211,10 +230,12 @@ def ngram_peers(
     base = "llama.cpp:server-off"
 
     def add(label: str, spec_args: list[str], mode: str, baseline: str | None) -> None:
+        fresh = any(t in spec_args for t in STATEFUL_TYPES)
         peers.append(
             LlamaServerPeer(
                 binary, target, label=label, spec_args=spec_args, baseline=baseline,
                 mode=mode, threads=threads, ctx=ctx, retokenize=retokenize,
+                fresh_each_run=fresh,
             )
         )  # fmt: skip
 
