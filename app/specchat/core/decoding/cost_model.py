@@ -294,10 +294,11 @@ class CostModel:
         if lookup_alphas:
             k, gain = self.best_chain(LOOKUP, lookup_alphas, max_loss=max_loss)
             a = lookup_alphas[0]
-            if k and lookup_classes:
-                # Auto must not lose to off: a draft pays only if it still does one standard
-                # deviation below each acceptance estimate (a short draft on a CPU, where it
-                # wins a few per cent at best, needs sure evidence; a long copy still pays).
+            if k and lookup_classes and max_loss == INF:
+                # Without a risk budget, Auto must not lose to off: a draft pays only if it
+                # still does one standard deviation below each acceptance estimate. With one
+                # (the decoder's), the budget bounds what refusals lose, and this guard on top
+                # made Auto never draft on a curve steep at its start (docs/benchmarks.md).
                 sure = [
                     max(0.0, x - self._alpha(LOOKUP, c).doubt(x))
                     for x, c in zip(lookup_alphas[:k], lookup_classes, strict=False)
