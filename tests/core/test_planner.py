@@ -7,7 +7,7 @@ import pytest
 
 from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.cost_model import LOOKUP, CostModel
-from specchat.core.decoding.risk import longest_within
+from specchat.core.decoding.risk import START, longest_within
 
 # The issue's measurement on this 2-core machine (target Qwen2.5-Coder-1.5B, median of 6):
 # a decode of n tokens relative to one.
@@ -203,3 +203,18 @@ def test_no_draft_can_lose_more_than_the_replys_budget() -> None:
     nothing = plan(cm, 0.5)  # a 2-token verification costs 1.73
     assert nothing.drafter is None and "this reply may risk 0.5 steps" in nothing.reason
     assert plan(planner(CostCurve.flat()), 0.1).k == 16
+
+
+def test_a_copy_drafts_within_the_budget_on_a_curve_steep_at_its_start() -> None:
+    """The reply's risk budget alone guards Auto's drafts. On the curve of 2026-11-26 (two
+    tokens cost 1.92 decodes) the one-standard-deviation guard on top of it refused even a
+    32-token copy's 2-token draft at a reply's start, so Auto never drafted, never learned, and
+    a whole suite ran plain; without a budget the guard still applies."""
+    curve = CostCurve(((1, 1.0), (2, 1.92), (3, 2.65), (4, 3.14), (5, 3.94), (9, 8.03)))
+    cm = CostModel(curve=curve)
+    cm.t1, cm.host = 0.032, 0.0001
+    limit = longest_within(cm, START, 64)
+    classes = ["span32/c95"] * limit  # prior estimates: nothing drafted yet
+    plan = cm.plan(lookup_classes=classes, draft_ok=False, max_k=limit, max_loss=START)
+    assert (limit, plan.drafter, plan.k) == (2, LOOKUP, 2)
+    assert cm.plan(lookup_classes=classes, draft_ok=False, max_k=limit).k == 0
