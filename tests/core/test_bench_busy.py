@@ -71,14 +71,18 @@ def _prompts(ids: tuple[str, ...] = ("a", "b")) -> list[PreparedPrompt]:
     return [PreparedPrompt(p, p.prompt, (1, 2), 4) for p in SUITE.prompts if p.id in ids]
 
 
+def _alternate(off: StandIn, auto: StandIn, ids: tuple[str, ...], repeats: int = 1, **kw):
+    settings = BenchSettings(repeats=repeats, warmup=False)
+    return measure({"off": off, "auto": auto}, SUITE, _prompts(ids), settings, **kw)
+
+
 def test_a_pair_another_program_disturbed_is_run_again() -> None:
     off, auto = StandIn("off", busy_calls={1}), StandIn("auto")
     seen: list[tuple[str, str, int]] = []
-    bench = measure(
-        {"off": off, "auto": auto},
-        SUITE,
-        _prompts(),
-        BenchSettings(repeats=1, warmup=False),
+    bench = _alternate(
+        off,
+        auto,
+        ("a", "b"),
         pairing="alternate",
         on_run=lambda r, done, total: seen.append((r.prompt_id, r.label, done)),
     )
@@ -106,14 +110,7 @@ def test_a_pair_another_program_disturbed_is_run_again() -> None:
 
 def test_a_pair_that_stays_disturbed_is_kept_and_marked() -> None:
     off, auto = StandIn("off", every=True), StandIn("auto")
-    bench = measure(
-        {"off": off, "auto": auto},
-        SUITE,
-        _prompts(("a",)),
-        BenchSettings(repeats=1, warmup=False),
-        pairing="alternate",
-        redo_busy=1,
-    )
+    bench = _alternate(off, auto, ("a",), pairing="alternate", redo_busy=1)
     assert (off.calls, auto.calls) == (2, 2)  # one try and one more, then kept
     assert bench.redone_pairs == 1 and len(bench.runs) == 2
     busy_off = bench.runs[0]
@@ -129,13 +126,7 @@ def test_a_pair_that_stays_disturbed_is_kept_and_marked() -> None:
 
 def test_a_quiet_machine_runs_every_pair_once() -> None:
     off, auto = StandIn("off"), StandIn("auto")
-    bench = measure(
-        {"off": off, "auto": auto},
-        SUITE,
-        _prompts(("a",)),
-        BenchSettings(repeats=2, warmup=False),
-        pairing="alternate",
-    )
+    bench = _alternate(off, auto, ("a",), repeats=2, pairing="alternate")
     assert (off.calls, auto.calls) == (2, 2) and bench.redone_pairs == 0
     report = build_report(bench, models={}, argv=["specchat-cli", "bench"])
     auto_rec = next(r for r in report["records"] if r["mode"] == "auto")

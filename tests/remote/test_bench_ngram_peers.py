@@ -16,10 +16,15 @@ TEXT = (
 )
 
 
-def test_an_ngram_peer_reports_its_drafts(llama_server_bin: Path, engine) -> None:
+def _prepared(engine, max_tokens: int) -> PreparedPrompt:
     prompt = BenchPrompt("p", "quote", TEXT)
     tokens = tuple(engine.prompt_tokens(prompt.messages()))
-    prepared = PreparedPrompt(prompt, engine.template.render(prompt.messages()), tokens, 64)
+    return PreparedPrompt(prompt, engine.template.render(prompt.messages()), tokens, max_tokens)
+
+
+def test_an_ngram_peer_reports_its_drafts(llama_server_bin: Path, engine) -> None:
+    prepared = _prepared(engine, 64)
+    tokens = prepared.tokens
     peer = LlamaServerPeer(
         llama_server_bin,
         engine.target.path,
@@ -49,9 +54,7 @@ def test_an_ngram_mod_peer_starts_every_run_with_an_empty_pool(
     """ngram-mod keeps its pool for the server's lifetime: without a fresh server a second
     run drafts the first run's reply. The bench gives it one before every run, so the same
     prompt twice drafts the same way twice."""
-    prompt = BenchPrompt("p", "quote", TEXT)
-    tokens = tuple(engine.prompt_tokens(prompt.messages()))
-    prepared = PreparedPrompt(prompt, engine.template.render(prompt.messages()), tokens, 48)
+    prepared = _prepared(engine, 48)
     peers = ngram_peers(
         llama_server_bin,
         engine.target.path,
