@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from typing import TypeVar
 
 from specchat.core.bench.results import (
@@ -269,13 +270,14 @@ def measure(
     redone = done = 0
     got: list[RunResult] = []  # the pair being measured
     try:
-        for pair_plan in _pairs(plan):
+        for _, taken in groupby(plan, key=lambda item: item[3]):  # a pair: runs side by side
+            pair_plan = list(taken)
             for attempt in range(redo_busy + 1):
                 got = []
                 for rep, prompt, label, pair in pair_plan:
                     if cancel is not None and cancel():
                         raise _Cancelled
-                    result = _run_one(variants[label], prompt, settings, fatal, label)
+                    result = _run_one(variants[label], prompt, settings, fatal)
                     if result is None:
                         continue
                     result.repeat, result.pair = rep, pair
@@ -312,23 +314,11 @@ class _Cancelled(Exception):
     pass
 
 
-def _pairs(plan: list[tuple[int, P, str, int]]) -> list[list[tuple[int, P, str, int]]]:
-    """The schedule cut into its pairs (runs taken side by side), in running order."""
-    out: list[list[tuple[int, P, str, int]]] = []
-    for item in plan:
-        if out and out[-1][0][3] == item[3]:
-            out[-1].append(item)
-        else:
-            out.append([item])
-    return out
-
-
 def _run_one(
     variant: Variant,
     prompt: PreparedPrompt,
     settings: BenchSettings,
     fatal: Callable[[Variant], bool],
-    label: str,
 ) -> RunResult | None:
     """One run; None when a variant that may fail (a peer) failed (said on stderr). A variant
     that runs in this process (`metered`) has other programs' CPU use during the run measured
@@ -343,7 +333,8 @@ def _run_one(
     except Exception as exc:  # a peer's own bug must not end the whole run
         if fatal(variant):
             raise
-        print(f"{prompt.prompt.id} {label}: failed, skipped ({exc})", file=sys.stderr, flush=True)
+        name = f"{prompt.prompt.id} {variant.label}"
+        print(f"{name}: failed, skipped ({exc})", file=sys.stderr, flush=True)
         return None
     use = meter.use
     if use is not None:
