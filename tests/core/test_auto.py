@@ -227,3 +227,41 @@ def test_a_copy_earns_its_length_where_batches_cost() -> None:
     assert [copy_cap(cm.curve, m) for m in (0, 1, 3, 16, 40)] == [4, 4, 6, 32, 80]
     cm.use_curve(CostCurve.flat())
     assert copy_cap(cm.curve, 1) >= 64
+
+
+def _gpu_shaped(draft_token: float) -> CostModel:
+    cm = CostModel().steady(t1=0.04, host=0.0).use_curve(CostCurve.flat())
+    cm.draft_token = draft_token
+    return cm
+
+
+def test_an_untried_draft_model_is_tried_where_lookup_offers_only_guesses() -> None:
+    # Flat curve, a draft token at 0.4 of a target step. Lookup's one-token-match guesses,
+    # accepted a fifth of the time, are estimated at ~1.25x, above the draft model at its prior
+    # 0.6 (1.6 / 1.4 = 1.14x); the draft model, never measured, at one standard deviation above
+    # its prior (0.6 + 0.22) would reach 2.49 / 1.8 = 1.38x: it is tried. A copy (estimated far
+    # higher) keeps it untried.
+    cm = _gpu_shaped(0.016)
+    teach(cm, LOOKUP, "one/c50", 0.2)
+    plan = cm.plan(lookup_classes=["one/c50"] * 16, draft_ok=True, max_k=16, max_loss=5.0)
+    assert (plan.drafter, plan.k) == (DRAFT, 2), plan.reason
+    assert "measuring the draft model" in plan.reason
+    plan = cm.plan(lookup_classes=["span32/c95"] * 16, draft_ok=True, max_k=16, max_loss=5.0)
+    assert plan.drafter == LOOKUP, plan.reason
+
+
+def test_a_draft_model_behind_by_a_whole_prompt_is_priced_by_the_curve() -> None:
+    # The draft model has not seen 400 tokens (Auto drafted with lookup meanwhile). Catching
+    # up is one batch: on a flat curve (a GPU's shape) one decode, on the CPU's curve a tenth
+    # of a token each (40 draft tokens: it cannot pay).
+    cm = _gpu_shaped(0.016)
+    teach(cm, DRAFT, "", 0.9)
+    cm.draft_trials = 3
+    assert cm.draft_cost(DRAFT, 2, lag=400) == pytest.approx(0.016 * 3)
+    plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=16, draft_lag=400, max_loss=5.0)
+    assert plan.drafter == DRAFT and plan.k >= 3, plan.reason
+    cpu = CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (9, 7.47), (17, 11.5)), t1_s=0.04)
+    cm.use_curve(cpu)
+    assert cm.draft_cost(DRAFT, 2, lag=400) == pytest.approx(0.016 * 42)
+    plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=16, draft_lag=400, max_loss=5.0)
+    assert plan.drafter is None, plan.reason

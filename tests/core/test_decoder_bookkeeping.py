@@ -4,6 +4,7 @@ models that cannot roll back. Exactness and speed are tested on the real models 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -271,3 +272,27 @@ def test_a_refused_draft_counts_every_token_sent() -> None:
     st = first
     assert (st.drafted, st.accepted, st.verify_steps) == (4, 1, 1)
     assert st.draft_pos_proposed == [1, 1, 1, 1] and st.draft_pos_accepted == [1, 0, 0, 0]
+
+
+class _SlowBatches(StandIn):
+    """A draft model whose batches (catching up tokens it has not seen) take 200 ms."""
+
+    def decode(self, tokens: Sequence[int], *, logits_for: str = "last", cancel=None):
+        if len(tokens) > 1:
+            time.sleep(0.2)
+        return super().decode(tokens, logits_for=logits_for, cancel=cancel)
+
+
+def test_catching_up_is_not_priced_as_drafting() -> None:
+    # The draft model's first proposal decodes the whole prompt (a 200 ms batch); the cost
+    # model's per-token drafting time must not include it (it would price every later draft
+    # as a prefill: Auto then never drafts with the model).
+    prompt = PROMPT + list(range(12, 40))
+    target = StandIn(reply_script(len(prompt), [4, 5, 6, 7, 8, 4, 5, 6]))
+    draft = _SlowBatches(reply_script(len(prompt), [4, 5, 6, 7, 8, 4, 5, 6]))
+    dec = decoder(target, Mode.DRAFT, draft=draft, prompt=prompt, max_tokens=6, k_max=4)
+    run(dec)
+    assert any(len(d) > 1 for d in draft.decoded)  # it did catch up in one batch
+    assert dec.model is not None and dec.model.catch_up_s >= 0.0
+    assert dec.cost.draft_trials >= 1
+    assert dec.cost.draft_token is not None and dec.cost.draft_token < 0.01

@@ -183,13 +183,19 @@ class CostModel:
 
     def draft_cost(self, drafter: str, k: int, lag: int = 0) -> float:
         """Time to draft k tokens; `lag` tokens the draft model has not seen yet are caught up
-        in one batch first (about a tenth of a one-token decode each)."""
+        in one batch first (`catch_up`)."""
         if drafter == LOOKUP:
             return 0.0
         per = self.draft_token
         if per is None:
             per = self._draft_ratio * (self.t1 if self.t1 is not None else 1.0)
-        return per * (k + 0.1 * lag)
+        return per * (k + self.catch_up(lag))
+
+    def catch_up(self, lag: int) -> float:
+        """A batch of `lag` tokens the draft model has not seen, in its one-token decodes:
+        about a tenth of one each (a CPU's prefill), and never more than the cost curve says a
+        batch that long costs (flat, a GPU's shape: one decode)."""
+        return min(0.1 * lag, self.rel(lag)) if lag > 0 else 0.0
 
     def host_cost(self) -> float:
         return self.host if self.host is not None else 0.0
@@ -232,16 +238,17 @@ class CostModel:
         ratio = self.step_ratio.get(drafter, 1.0) if with_ratio else 1.0
         t_plain = t1 + host
         is_draft = drafter == DRAFT
-        per = 0.0
+        per = catch_up = 0.0
         if is_draft:
             per = self.draft_token if self.draft_token is not None else self._draft_ratio * t1
+            catch_up = self.catch_up(lag)
         best_k, best = 0, 0.0
         chance, gained, worst = 1.0, 1.0, t_plain * (1.0 + max_loss)
         for k, a in enumerate(alphas, start=1):
             chance *= a
             gained += chance
             rows = 2 * k + 1 if is_draft else k + 1
-            draft = per * (k + 0.1 * lag) if is_draft else 0.0
+            draft = per * (k + catch_up) if is_draft else 0.0
             cost = (draft + t1 * rel[k + 1] + host * rows) * ratio
             if cost > worst:
                 break
@@ -313,11 +320,12 @@ class CostModel:
             figures = self._draft_figures(dk, draft_lag, max_loss)
             k, gain = figures[:2]
             a = self.acceptance(DRAFT)
-            lookup_pays = any(o.k > 0 and o.speedup >= self.margin for o in options)
-            two = min(2, dk)  # never measured: tried briefly if the prior says it nearly pays
-            untried = self.draft_trials < 3 and k == 0 and gain >= 0.85 and not lookup_pays
-            if untried and self.step_units(DRAFT, two) - 1.0 <= max_loss:
-                return Plan(DRAFT, two, gain, Why("auto: measuring the draft model (k={})", two))
+            two = min(2, dk)  # never measured: tried briefly where it could beat the rest
+            chosen = k > 0 and gain >= max([self.margin] + [o.speedup for o in options])
+            if not chosen and self.draft_trials < 3:
+                if self._draft_hope(dk, draft_lag, max_loss, options):
+                    if self.step_units(DRAFT, two) - 1.0 <= max_loss:
+                        return Plan(DRAFT, two, gain, Why("auto: measuring the draft model (k={})", two))
             options.append(Plan(DRAFT, k, gain, Why("draft model k={} (α≈{:.2f})", k, a)))
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
@@ -332,6 +340,16 @@ class CostModel:
             best.speedup,
             Why("auto: {}, est. {:.2f}x", best.why, best.speedup),
         )
+
+    def _draft_hope(self, dk: int, lag: int, max_loss: float, options: list[Plan]) -> bool:
+        """Whether the draft model, unmeasured, could beat what else is on offer: its rate at
+        one standard deviation above its prior acceptance (optimism about the untried; a
+        lookup draft that is estimated to pay must be beaten, not merely exist)."""
+        a = self._alpha(DRAFT, "")
+        hope = min(1.0, a.mean + a.doubt(a.mean))
+        rate = self.best_chain(DRAFT, [hope] * dk, lag, max_loss=max_loss)[1]
+        rival = max((o.speedup for o in options if o.k > 0), default=0.0)
+        return rate >= max(rival, self.margin)
 
     def _draft_figures(self, dk: int, lag: int, max_loss: float) -> Figures:
         """The draft model's best chain (k, rate), and for `_plain` the models' own (k, rate)

@@ -364,7 +364,8 @@ class Decoder:
         draft = d.propose(
             self.ctx, k, warp=self.dwarp, rng=self.rng, p_min=p.p_min, history_tail=p.repeat_last_n
         )
-        self.cost.observe_draft(max(len(draft.tokens), 1), time.perf_counter() - t_start)
+        spent = time.perf_counter() - t_start - d.catch_up_s
+        self.cost.observe_draft(max(len(draft.tokens), 1), spent)
         return draft
 
     def _verify(self, draft: Draft, kind: str, classes: list[str]) -> None:

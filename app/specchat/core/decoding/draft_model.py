@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +34,7 @@ class ModelDrafter:
         self.k_max = k_max
         self.k = k_init
         self._ema = float(k_init)  # running mean of accepted tokens per step
+        self.catch_up_s = 0.0  # the last proposal's decoding of tokens it had not seen
 
     def reset(self, k_init: int, k_max: int) -> None:
         self.k_max, self.k, self._ema = k_max, k_init, float(k_init)
@@ -78,7 +80,11 @@ class ModelDrafter:
         if keep >= len(context):  # nothing new to decode: step back one token for its logits
             keep = len(context) - 1
             rt.truncate(keep)
+        start = time.perf_counter()
         row = rt.decode(context[keep:], logits_for="last")
+        # tokens it had not seen (Auto drafted with lookup meanwhile): timed apart, so the
+        # cost model's per-token drafting time is not a prefill's
+        self.catch_up_s = time.perf_counter() - start if len(context) - keep > 1 else 0.0
         backend = rt.sampler.active
         sampled = warp is not None and not warp.greedy
         penalised = warp is not None and warp.penalises
