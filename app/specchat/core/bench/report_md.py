@@ -80,7 +80,7 @@ def to_markdown(report: dict[str, Any]) -> str:
     lines += _host_section(report) + _ngram_section(report) + _targets_section(report)
     lines += [
         "",
-        "speedup = median of per-pair tok/s ratios against the off run measured right before; "
+        "speedup = median of per-pair tok/s ratios against the off run measured beside it; "
         "tok/s = decode speed after the first token; TTFT ratio below 1 is faster; τ = tokens "
         "per target pass; ceiling = the speedup those passes allow on the cost curve above "
         "(drafting and host work free); efficiency = speedup / ceiling. "

@@ -169,7 +169,9 @@ def schedule(
     prompts: Sequence[P], labels: Sequence[str], repeats: int, pairing: str = "block"
 ) -> list[tuple[int, P, str, int]]:
     """(repeat, prompt, variant label, pair) in running order, per repeat and prompt:
-    ``pairing="alternate"``: ``off, A, off, B, …`` (each variant right after its own off run);
+    ``pairing="alternate"``: ``off, A, off, B, …`` (each variant right after its own off run),
+    and every second repeat ``A, off, B, off, …`` (whatever favours the first or the second run
+    of a pair cancels out over the repeats);
     ``pairing="block"``: ``off, A, B, …`` (every variant against the off run that opened the
     block; half the runs, for suites with many variants). With only the reference, one run per
     prompt and repeat."""
@@ -186,8 +188,8 @@ def schedule(
                 pair += 1
                 continue
             for lab in others:
-                out.append((rep, p, REFERENCE, pair))
-                out.append((rep, p, lab, pair))
+                two = [(rep, p, REFERENCE, pair), (rep, p, lab, pair)]
+                out += two[::-1] if rep % 2 else two
                 pair += 1
     return out
 
