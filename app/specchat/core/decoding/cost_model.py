@@ -58,6 +58,7 @@ class CostModel:
         self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
         self._pending: tuple[str, float, float] | None = None  # last speculative step's times
         self._draft_memo: tuple[Any, ...] | None = None  # see _draft_figures
+        self._hope_memo: tuple[Any, ...] | None = None  # see _draft_hope
         self.reprobe_after = 24  # steps: a drafter the estimates rule out is tried again
         self.learn_timing = True  # False: keep the timing set by steady() (reproducible runs)
         self.curve: CostCurve | None = None  # None: the online line (beta)
@@ -346,8 +347,14 @@ class CostModel:
         one standard deviation above its prior acceptance (optimism about the untried; a
         lookup draft that is estimated to pay must be beaten, not merely exist)."""
         a = self._alpha(DRAFT, "")
-        hope = min(1.0, a.mean + a.doubt(a.mean))
-        rate = self.best_chain(DRAFT, [hope] * dk, lag, max_loss=max_loss)[1]
+        key, m = (dk, a.s, a.f), self._hope_memo
+        if m is not None and m[0] == key and m[1] > 0 and lag >= m[2]:
+            self._hope_memo = (key, m[1] - 1, m[2], m[3])  # far below paying: kept a while
+            rate = m[3]
+        else:
+            hope = min(1.0, a.mean + a.doubt(a.mean))
+            rate = self.best_chain(DRAFT, [hope] * dk, lag, max_loss=max_loss)[1]
+            self._hope_memo = (key, FAR_STEPS if rate < FAR * self.margin else 0, lag, rate)
         rival = max((o.speedup for o in options if o.k > 0), default=0.0)
         return rate >= max(rival, self.margin)
 
