@@ -323,10 +323,13 @@ class CostModel:
             a = self.acceptance(DRAFT)
             two = min(2, dk)  # never measured: tried briefly where it could beat the rest
             chosen = k > 0 and gain >= max([self.margin] + [o.speedup for o in options])
-            if not chosen and self.draft_trials < 3:
-                if self._draft_hope(dk, draft_lag, max_loss, options):
-                    if self.step_units(DRAFT, two) - 1.0 <= max_loss:
-                        return Plan(DRAFT, two, gain, Why("auto: measuring the draft model (k={})", two))
+            if (
+                not chosen
+                and self.draft_trials < 3
+                and self._draft_hope(dk, draft_lag, max_loss, options)
+                and self.step_units(DRAFT, two) - 1.0 <= max_loss
+            ):
+                return Plan(DRAFT, two, gain, Why("auto: measuring the draft model (k={})", two))
             options.append(Plan(DRAFT, k, gain, Why("draft model k={} (α≈{:.2f})", k, a)))
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
