@@ -35,7 +35,7 @@ INF = float("inf")
 FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
 HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
 RISKY = "{}; this reply may risk {:.1f} steps (risk.py)"
-Figures = tuple[int, float, int, float, float]  # the draft model's, see _draft_figures
+Figures = tuple[int, float, int, float, float, float]  # the draft model's, see _draft_figures
 STEPS_SLOWER = ": its steps measured {:.2f}x slower than their parts predict"
 
 
@@ -58,7 +58,6 @@ class CostModel:
         self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
         self._pending: tuple[str, float, float] | None = None  # last speculative step's times
         self._draft_memo: tuple[Any, ...] | None = None  # see _draft_figures
-        self._hope_memo: tuple[Any, ...] | None = None  # see _draft_hope
         self.reprobe_after = 24  # steps: a drafter the estimates rule out is tried again
         self.learn_timing = True  # False: keep the timing set by steady() (reproducible runs)
         self.curve: CostCurve | None = None  # None: the online line (beta)
@@ -322,13 +321,9 @@ class CostModel:
             k, gain = figures[:2]
             a = self.acceptance(DRAFT)
             two = min(2, dk)  # never measured: tried briefly where it could beat the rest
-            chosen = k > 0 and gain >= max([self.margin] + [o.speedup for o in options])
-            if (
-                not chosen
-                and self.draft_trials < 3
-                and self._draft_hope(dk, draft_lag, max_loss, options)
-                and self.step_units(DRAFT, two) - 1.0 <= max_loss
-            ):
+            rival = max([self.margin] + [o.speedup for o in options if o.k > 0])
+            chosen = k > 0 and gain >= rival
+            if not chosen and figures[5] >= rival and self.step_units(DRAFT, two) - 1 <= max_loss:
                 return Plan(DRAFT, two, gain, Why("auto: measuring the draft model (k={})", two))
             options.append(Plan(DRAFT, k, gain, Why("draft model k={} (α≈{:.2f})", k, a)))
         best = max(options, key=lambda p: p.speedup, default=None)
@@ -345,26 +340,12 @@ class CostModel:
             Why("auto: {}, est. {:.2f}x", best.why, best.speedup),
         )
 
-    def _draft_hope(self, dk: int, lag: int, max_loss: float, options: list[Plan]) -> bool:
-        """Whether the draft model, unmeasured, could beat what else is on offer: its rate at
-        one standard deviation above its prior acceptance (optimism about the untried; a
-        lookup draft that is estimated to pay must be beaten, not merely exist)."""
-        a = self._alpha(DRAFT, "")
-        key, m = (dk, a.s, a.f), self._hope_memo
-        if m is not None and m[0] == key and m[1] > 0 and lag >= m[2]:
-            self._hope_memo = (key, m[1] - 1, m[2], m[3])  # far below paying: kept a while
-            rate = m[3]
-        else:
-            hope = min(1.0, a.mean + a.doubt(a.mean))
-            rate = self.best_chain(DRAFT, [hope] * dk, lag, max_loss=max_loss)[1]
-            self._hope_memo = (key, FAR_STEPS if rate < FAR * self.margin else 0, lag, rate)
-        rival = max((o.speedup for o in options if o.k > 0), default=0.0)
-        return rate >= max(rival, self.margin)
-
     def _draft_figures(self, dk: int, lag: int, max_loss: float) -> Figures:
         """The draft model's best chain (k, rate), and for `_plain` the models' own (k, rate)
-        and the rate with host work; far below paying they stand for FAR_STEPS steps (until it
-        drafts again only timings drift, and a longer lag only lowers them)."""
+        and the rate with host work; untried (under 3 drafts), its rate one standard deviation
+        above its prior acceptance (optimism about the untried: tried where that beats what is
+        on offer). Far below paying they stand for FAR_STEPS steps (until it drafts again only
+        timings drift, and a longer lag only lowers them)."""
         a = self._alpha(DRAFT, "")
         key = (dk, self.draft_trials, a.s, a.f)
         m = self._draft_memo
@@ -375,8 +356,12 @@ class CostModel:
         k, gain = self.best_chain(DRAFT, alphas, lag, max_loss=max_loss)
         k_bare, bare = self.best_chain(DRAFT, alphas, lag, with_host=False, with_ratio=False)
         hosted = self.best_chain(DRAFT, alphas, lag, with_ratio=False)[1]
-        figures = (k, gain, k_bare, bare, hosted)
-        far = max(gain, bare, hosted) < FAR * self.margin
+        hopeful = 0.0
+        if self.draft_trials < 3:
+            hope = min(1.0, a.mean + a.doubt(a.mean))
+            hopeful = self.best_chain(DRAFT, [hope] * dk, lag, max_loss=max_loss)[1]
+        figures = (k, gain, k_bare, bare, hosted, hopeful)
+        far = max(gain, bare, hosted, hopeful) < FAR * self.margin
         self._draft_memo = (key, FAR_STEPS if far else 0, lag, figures)
         return figures
 
@@ -400,7 +385,7 @@ class CostModel:
             _, hosted = self.best_chain(LOOKUP, alphas, with_ratio=False)
         else:
             assert figures is not None
-            k_bare, bare, hosted = figures[2:]
+            k_bare, bare, hosted = figures[2:5]
         why: Why | str = ""
         if bare >= self.margin and hosted < self.margin and self.host is not None:
             why = Why(HOST_OUTWEIGHS, self.host * 1000, bare)

@@ -359,13 +359,11 @@ class Decoder:
         assert d is not None
         self.stats.k_current = k
         self.stats.source = "draft model"
-        t_start = time.perf_counter()
-        p = self.p
+        t0, p = time.perf_counter(), self.p
         draft = d.propose(
             self.ctx, k, warp=self.dwarp, rng=self.rng, p_min=p.p_min, history_tail=p.repeat_last_n
         )
-        spent = time.perf_counter() - t_start - d.catch_up_s
-        self.cost.observe_draft(max(len(draft.tokens), 1), spent)
+        self.cost.observe_draft(max(len(draft.tokens), 1), time.perf_counter() - t0 - d.catch_up_s)
         return draft
 
     def _verify(self, draft: Draft, kind: str, classes: list[str]) -> None:
