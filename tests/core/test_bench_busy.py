@@ -6,10 +6,15 @@ are stand-ins, since what is tested is the runner's bookkeeping, not a model."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
+import pytest
+
+from specchat.core.bench import report as report_mod
+from specchat.core.bench import report_md, results
 from specchat.core.bench.report import build_report
 from specchat.core.bench.report_md import to_markdown
 from specchat.core.bench.runner import (
@@ -38,6 +43,26 @@ prompt = "y"
 )
 BUSY_S, QUIET_S = 0.6, 0.3
 LOOP = "import time\nt = time.time()\nwhile time.time() - t < {}: pass"
+LIMIT = 0.5  # the busy share these tests judge by: the stand-in's busy program takes every CPU
+
+
+@pytest.fixture(autouse=True)
+def _tolerant_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Judge runs by half the CPU, not a tenth: the busy program below takes all of it, while
+    a test run beside another job (a second test suite, a linter) can see a tenth go elsewhere
+    during a 0.3 s quiet run, which is not what is tested here."""
+    for mod in (results, report_mod, report_md):
+        monkeypatch.setattr(mod, "BUSY_SHARE", LIMIT)
+
+
+def _burn_every_cpu(seconds: float) -> None:
+    """Another program busy on every CPU of the machine (one process per CPU)."""
+    loops = [
+        subprocess.Popen([sys.executable, "-c", LOOP.format(seconds)])
+        for _ in range(os.cpu_count() or 1)
+    ]
+    for p in loops:
+        assert p.wait() == 0
 
 
 class StandIn:
@@ -57,7 +82,7 @@ class StandIn:
     def run(self, prompt: PreparedPrompt, params: GenerationParams) -> RunResult:
         self.calls += 1
         if self.every or self.calls in self.busy_calls:
-            subprocess.run([sys.executable, "-c", LOOP.format(BUSY_S)], check=True)
+            _burn_every_cpu(BUSY_S)
         else:
             time.sleep(QUIET_S)
         tps = 10.0 if self.label == "off" else 11.0
@@ -114,7 +139,7 @@ def test_a_pair_that_stays_disturbed_is_kept_and_marked() -> None:
     assert (off.calls, auto.calls) == (2, 2)  # one try and one more, then kept
     assert bench.redone_pairs == 1 and len(bench.runs) == 2
     busy_off = bench.runs[0]
-    assert busy_off.busy and busy_off.others_share is not None and busy_off.others_share > 0.1
+    assert busy_off.busy and busy_off.others_share is not None and busy_off.others_share > LIMIT
     assert not bench.runs[1].busy
     report = build_report(bench, models={}, argv=["specchat-cli", "bench"])
     auto_rec = next(r for r in report["records"] if r["mode"] == "auto")

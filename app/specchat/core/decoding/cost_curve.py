@@ -8,10 +8,12 @@ less than tau one-token passes to win anything.
 
 `measure_cost_curve` times real decodes of n tokens appended to the runtime's cache (on a
 filler context when the cache is short, so attention has something to read), each right after a
-one-token decode timed with it (as a verification follows plain steps), and cuts the cache back
-to what it held before. Each n's cost is the median of its pairs' ratios: a slow spell of the
-machine slows both halves of a pair, and one slow one-token decode cannot shift every ratio
-(with the fastest of three, one such decode priced every batch ~10 % too cheap here).
+one-token decode timed with it (as a verification follows plain steps; that one after two
+others, so that a GPU backend replays its captured one-token graph as plain decoding does),
+and cuts the cache back to what it held before. Each n's cost is the median of its pairs'
+ratios: a slow spell of the machine slows both halves of a pair, and one slow one-token decode
+cannot shift every ratio (with the fastest of three, one such decode priced every batch ~10 %
+too cheap here).
 `CostCurve.flat()` is the GPU shape: every n costs one token's time.
 """
 
@@ -144,6 +146,10 @@ def ceiling(
 
 
 SHORT_N, SHORT_FACTOR = 9, 3  # batches of up to SHORT_N tokens are timed 3x as often
+# untimed one-token decodes before the timed one: after a batch, llama.cpp's CUDA backend runs
+# the first one-token graph directly and captures a CUDA graph on the second (H100, 1.5B:
+# 2.96 ms), replaying it from the third on, as plain decoding does (1.85 ms)
+SETTLE = 2
 
 
 def default_ns(k_max: int) -> list[int]:
@@ -173,7 +179,7 @@ def measure_cost_curve(
     rows: str = "all",
 ) -> CostCurve:
     """Time `llama_decode` of n tokens for each n, each paired with the one-token decode just
-    before it (itself after another one, the steady shape of plain steps); n's relative cost is
+    before it (itself after SETTLE others, the steady shape of plain steps); n's relative cost is
     the median of its pairs' ratios, the one-token time the median of all pairs'. Short batches
     (n <= SHORT_N: cheap to time, and what Auto's short drafts are decided on) get
     SHORT_FACTOR x `repeats` pairs: with 3 pairs, n = 2 came out anywhere in 1.63-2.13 from one
@@ -213,7 +219,8 @@ def measure_cost_curve(
                 for n in ns:
                     if n > SHORT_N and r % SHORT_FACTOR:
                         continue
-                    rt.decode(tok[:1], logits_for="last")  # back to the one-token shape
+                    for _ in range(SETTLE):  # back to the one-token shape, settled
+                        rt.decode(tok[:1], logits_for="last")
                     one = timed(tok[1:2], "last")
                     ones.append(one)
                     if n > 1:
