@@ -221,7 +221,7 @@ def test_a_draft_ruled_out_by_doubt_is_not_re_probed() -> None:
 
 def test_a_copy_earns_its_length_where_batches_cost() -> None:
     """A lookup draft is at most twice its copy's current match (at least 4 tokens) on a
-    measured curve; with a flat one (a GPU's shape) a copy drafts as far as it goes."""
+    measured curve; with a flat one (an idealised GPU) a copy drafts as far as it goes."""
     cm = measured(0.03, {2: 0.03 * 1.85})
     cm.use_curve(CostCurve(((1, 1.0), (2, 1.85), (9, 7.0)), t1_s=0.03))
     assert [copy_cap(cm.curve, m) for m in (0, 1, 3, 16, 40)] == [4, 4, 6, 32, 80]
@@ -252,7 +252,7 @@ def test_an_untried_draft_model_is_tried_where_lookup_offers_only_guesses() -> N
 
 def test_a_draft_model_behind_by_a_whole_prompt_is_priced_by_the_curve() -> None:
     # The draft model has not seen 400 tokens (Auto drafted with lookup meanwhile). Catching
-    # up is one batch: on a flat curve (a GPU's shape) one decode, on the CPU's curve a tenth
+    # up is one batch: on a flat curve (an idealised GPU) one decode, on the CPU's curve a tenth
     # of a token each (40 draft tokens: it cannot pay).
     cm = _gpu_shaped(0.016)
     teach(cm, DRAFT, "", 0.9)

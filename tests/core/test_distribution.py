@@ -314,7 +314,7 @@ LONG_ECHO = [
 
 
 def test_a_32_token_lookup_draft_keeps_the_target_distribution(smol_engine: Engine) -> None:
-    """T > 0, lookup drafting 32 tokens at once (a flat cost curve, as a GPU would choose): the
+    """T > 0, lookup drafting 32 tokens at once (a flat cost curve: length costs nothing): the
     first three tokens of the reply, whose second and third are judged inside one 33-row
     verification, follow the target's exact joint distribution. Each sample stops after the
     step that brings its third token. Power: a sampler that kept lookup's tokens sits outside

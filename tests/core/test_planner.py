@@ -148,7 +148,7 @@ def test_a_copy_earns_its_length_in_a_real_reply(smol_path) -> None:
     """SmolLM2 echoes a sentence (T = 0, lookup up to 32 tokens). On a measured curve cheap
     enough that the estimates alone would verify the whole copy at once, the decoder drafts at
     most twice the copy's current match: short at first, then longer as the reply goes on
-    copying. A flat curve (a GPU's shape) drafts all 32 at the first step. Fails if the decoder
+    copying. A flat curve (an idealised GPU) drafts all 32 at the first step. Fails if the decoder
     does not cap the proposal."""
     from specchat.core.decoding.runtime import RuntimeConfig
     from specchat.core.engines.local import Engine
@@ -181,7 +181,7 @@ def test_no_draft_can_lose_more_than_the_replys_budget() -> None:
     a reply's risk budget (risk.RiskBudget) the draft is the best whose refusal at its first
     token would lose at most the budget (its cost less one token, in one-token decodes), and
     with no room for even one drafted token the plan decodes plainly and says why. A flat
-    curve (a GPU's shape) loses nothing to a refusal: the budget never binds there. Fails if
+    curve (an idealised GPU) loses nothing to a refusal: the budget never binds there. Fails if
     plan ignores max_loss."""
     alphas = [0.99] * 16
     cm = planner(CPU)

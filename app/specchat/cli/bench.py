@@ -211,7 +211,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
     """Measure the target's cost curve on this machine (about 30 s on a 2-core CPU) and price
-    drafting with it, or with a flat one (`which` = flat: a GPU's decisions); returns the
+    drafting with it, or with a flat one (`which` = flat: an idealised GPU); returns the
     measured curve."""
     print("measuring the target's cost curve…", file=sys.stderr, flush=True)
     curve = engine.measure_cost_curve(k_max=k_max)
@@ -219,8 +219,8 @@ def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
     engine.use_cost_curve(curve if which == MEASURED else CostCurve.flat())
     if which == FLAT:
         print(
-            "drafting priced with a flat cost curve (a GPU's decisions): the report's τ is what "
-            "a GPU would see; its speedups are this machine's",
+            "drafting priced with a flat cost curve (an idealised GPU): the report's τ is what "
+            "drafting reaches when length costs nothing; its speedups are this machine's",
             file=sys.stderr,
         )
     return curve

@@ -47,7 +47,8 @@ def add_cost_curve_option(p: argparse.ArgumentParser) -> None:
         default="measured",
         help="what a verification of n tokens is priced at when choosing draft lengths: the "
         "target's decode times measured on this machine first (default; about 20 s on a 2-core "
-        "CPU), or flat (n tokens cost one token's time: the decisions a GPU would make)",
+        "CPU), or flat (n tokens cost one token's time: an idealised GPU; docs/gpu.md has an "
+        "H100's measured curve)",
     )
 
 

@@ -181,8 +181,9 @@ def _curve_lines(report: dict[str, Any]) -> list[str]:
     if planner == FLAT:
         out.append(
             "- **drafting priced with a flat cost curve** (verifying n tokens costs one "
-            "token's time, a GPU's shape): τ is what a GPU would see; the speedups are this "
-            "machine's, not a GPU's. A measurement of drafting, not a speed claim."
+            "token's time, an idealised GPU): τ is what drafting reaches when length costs "
+            "nothing; the speedups are this machine's, not a GPU's. A measurement of drafting, "
+            "not a speed claim."
         )
     elif planner:
         out.append(f"- drafting priced with the {planner} cost curve")

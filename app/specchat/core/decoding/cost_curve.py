@@ -1,8 +1,10 @@
 """The target's cost curve: what one `llama_decode` of n tokens costs, relative to one token.
 
 On a CPU a batch is far from free (decoding is compute-bound: on 2 cores 9 tokens cost ~7.5x
-one token), on a GPU running a small model it nearly is (memory-bound: the weights are read
-once whatever the batch). The curve decides how long a draft is worth verifying, and it bounds
+one token); on a GPU it is cheaper but not free: an H100 running the 1.5B target through
+llama.cpp measured 2.1 one-token decodes for 2 tokens, 3.8 for 33 and 5.1 for 65 (a one-token
+decode replays a captured CUDA graph, a batch after plain steps runs without one; docs/gpu.md).
+The curve decides how long a draft is worth verifying, and it bounds
 what speculation can gain: with tau tokens per target pass, a pass of n tokens has to cost
 less than tau one-token passes to win anything.
 
@@ -14,7 +16,7 @@ and cuts the cache back to what it held before. Each n's cost is the median of i
 ratios: a slow spell of the machine slows both halves of a pair, and one slow one-token decode
 cannot shift every ratio (with the fastest of three, one such decode priced every batch ~10 %
 too cheap here).
-`CostCurve.flat()` is the GPU shape: every n costs one token's time.
+`CostCurve.flat()` is an idealised GPU: every n costs one token's time.
 """
 
 from __future__ import annotations
@@ -94,7 +96,7 @@ class CostCurve:
 
     def describe(self, up_to: int | None = None) -> str:
         if self.is_flat:
-            return "flat (verifying n tokens costs one token's time: a GPU's shape)"
+            return "flat (verifying n tokens costs one token's time: an idealised GPU)"
         pts = ", ".join(f"{n} → {c:.2f}" for n, c in self.key_points(up_to))
         t1 = f"; one token {self.t1_s * 1000:.1f} ms" if self.t1_s else ""
         return f"cost of a decode of n tokens relative to one: {pts}{t1}{self.warning()}"

@@ -2,7 +2,7 @@
 
 It measures what things cost on this machine, now:
 - the target's decode time for a batch of n tokens, t(n) = t1 * c(n): c is the cost curve
-  measured on this machine (`cost_curve`; `CostCurve.flat()` for a GPU's shape, every n costing
+  measured on this machine (`cost_curve`; `CostCurve.flat()` for an idealised GPU, every n costing
   one token's time), or, until one is given, a line c(n) = 1 + beta * (n - 1) fitted online;
 - the draft model's time per drafted token (n-gram lookup costs nothing);
 - the host's own work per step beyond llama_decode (choosing tokens, building the event);
@@ -194,7 +194,7 @@ class CostModel:
     def catch_up(self, lag: int) -> float:
         """A batch of `lag` tokens the draft model has not seen, in its one-token decodes:
         about a tenth of one each (a CPU's prefill), and never more than the cost curve says a
-        batch that long costs (flat, a GPU's shape: one decode)."""
+        batch that long costs (flat: one decode)."""
         return min(0.1 * lag, self.rel(lag)) if lag > 0 else 0.0
 
     def host_cost(self) -> float:

@@ -132,7 +132,7 @@ class Engine(OneReplyAtATime):
             return measure_cost_curve(self.target, ns, repeats=repeats, k_max=k_max, rows=rows)
 
     def use_cost_curve(self, curve: CostCurve | None) -> None:
-        """Price verifications with `curve` from now on (flat: as a GPU would; None: the line
+        """Price verifications with `curve` from now on (flat: an idealised GPU; None: the line
         the cost model fits online)."""
         with self._lock:
             self.cost_curve = curve
