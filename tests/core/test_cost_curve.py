@@ -10,7 +10,7 @@ import pytest
 
 from specchat.core.bench.report import build_report, models_info
 from specchat.core.bench.runner import run_bench
-from specchat.core.decoding.backend_sampler import ROWS_MAX
+from specchat.core.decoding.backend_sampler import GREEDY, ROWS_MAX, TOP_K, SamplerSpec
 from specchat.core.decoding.cost_curve import (
     FLAT,
     SHORT_FACTOR,
@@ -170,6 +170,31 @@ def test_each_batch_follows_settled_one_token_decodes(engine, monkeypatch) -> No
     # n = 1's own decodes run on into n = 2's: the shortest run is one batch's, two settling
     # one-token decodes and the timed one
     assert len(runs) == 2 * SHORT_FACTOR and min(runs) == 3
+
+
+def test_the_engine_times_decodes_with_a_greedy_requests_chain_and_puts_its_own_back(
+    engine, monkeypatch
+) -> None:
+    # On an H100 the greedy chain in llama.cpp's graph made a 65-row verification cost 14.2 ms
+    # against 10.0 with raw logits, and its first use at a size cost up to 37 ms more: a curve
+    # timed on raw logits priced the passes a greedy reply makes ~40 % too cheap there.
+    rt = engine.target
+    own = SamplerSpec(TOP_K, top_k=10)
+    assert rt.use_sampler(own)
+    seen: list[object] = []
+    decode = rt.decode
+
+    def spied(tokens, **kw):
+        seen.append(rt.sampler.active)
+        return decode(tokens, **kw)
+
+    monkeypatch.setattr(rt, "decode", spied)
+    try:
+        engine.measure_cost_curve(ns=[1, 2], repeats=1)
+        assert seen and all(s == SamplerSpec(GREEDY) for s in seen)
+        assert rt.sampler.active == own  # the runtime's own chain is back
+    finally:
+        rt.use_sampler(None)
 
 
 def test_measuring_refuses_what_one_decode_cannot_do(engine) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from specchat.core.decoding.chat_template import ChatTemplate, Message
 from specchat.core.decoding.config import RuntimeFacts, adjust_config
-from specchat.core.decoding.cost_curve import CostCurve, measure_cost_curve
+from specchat.core.decoding.cost_curve import GREEDY_CHAIN, CostCurve, measure_cost_curve
 from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.draft_model import ModelDrafter
@@ -126,10 +126,14 @@ class Engine(OneReplyAtATime):
     ) -> CostCurve:
         """Time the target's decodes of 1..k_max+1 tokens (or of `ns` tokens) on this machine
         (a few seconds; the cache ends as it began), logits for every row (a verification's
-        shape) or the last (`rows="last"`, a prompt's). It does not change what the planner
-        uses: `use_cost_curve`."""
+        shape) or the last (`rows="last"`, a prompt's), with the chain a greedy request runs in
+        llama.cpp's graph attached (on a GPU that chain's cost grows with the rows, and its
+        first use at a size is slow: timing it also warms it up). It does not change what the
+        planner uses: `use_cost_curve`."""
         with self._lock:
-            return measure_cost_curve(self.target, ns, repeats=repeats, k_max=k_max, rows=rows)
+            return measure_cost_curve(
+                self.target, ns, repeats=repeats, k_max=k_max, rows=rows, sampler=GREEDY_CHAIN
+            )
 
     def use_cost_curve(self, curve: CostCurve | None) -> None:
         """Price verifications with `curve` from now on (flat: an idealised GPU; None: the line
