@@ -2,8 +2,9 @@
 
 On a CPU a batch is far from free (decoding is compute-bound: on 2 cores 9 tokens cost ~7.5x
 one token); on a GPU it is cheaper but not free: an H100 running the 1.5B target through
-llama.cpp measured 2.1 one-token decodes for 2 tokens, 3.8 for 33 and 5.1 for 65 (a one-token
-decode replays a captured CUDA graph, a batch after plain steps runs without one; docs/gpu.md).
+llama.cpp measured 2.2 one-token decodes for 2 tokens, 4.8 for 33 and 7.4 for 65 (a one-token
+decode replays a captured CUDA graph, a batch after plain steps runs without one, and a greedy
+reply's argmax chain in the graph costs more per row; docs/gpu.md).
 The curve decides how long a draft is worth verifying, and it bounds
 what speculation can gain: with tau tokens per target pass, a pass of n tokens has to cost
 less than tau one-token passes to win anything.
