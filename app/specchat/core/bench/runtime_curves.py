@@ -8,7 +8,9 @@ row only (its `timings.prompt_ms`, from the slot starting the prompt to the deco
 SpecChat's runtime times the same tokens on the same prefix, last row only, and once more with
 every row's logits, which is what a verification asks of llama.cpp (llama-server's own
 speculative batches ask for every row too, so the difference between the two SpecChat curves is
-llama.cpp's, not the binding's).
+llama.cpp's, not the binding's). Both SpecChat curves are timed with a greedy request's argmax
+chain in llama.cpp's graph (`Engine.measure_cost_curve`); llama-server picks its token on the
+host from the one row.
 """
 
 from __future__ import annotations
