@@ -127,10 +127,8 @@ def test_measuring_leaves_the_cache_as_it_was(engine) -> None:
     rt.reset()
 
 
-def test_short_batches_are_timed_three_times_as_often(engine, monkeypatch) -> None:
-    # Auto's short drafts are decided on the curve's first points, and three pairs left n = 2
-    # anywhere in 1.63-2.13 from one measurement to the next: they get SHORT_FACTOR x the pairs.
-    rt = engine.target
+def _decode_sizes(rt, monkeypatch) -> list[int]:
+    """The runtime's decodes from now on, by their number of tokens (in order)."""
     sizes: list[int] = []
     decode = rt.decode
 
@@ -139,6 +137,14 @@ def test_short_batches_are_timed_three_times_as_often(engine, monkeypatch) -> No
         return decode(tokens, **kw)
 
     monkeypatch.setattr(rt, "decode", counted)
+    return sizes
+
+
+def test_short_batches_are_timed_three_times_as_often(engine, monkeypatch) -> None:
+    # Auto's short drafts are decided on the curve's first points, and three pairs left n = 2
+    # anywhere in 1.63-2.13 from one measurement to the next: they get SHORT_FACTOR x the pairs.
+    rt = engine.target
+    sizes = _decode_sizes(rt, monkeypatch)
     measure_cost_curve(rt, [1, 2, SHORT_N + 2], repeats=2)
     assert sizes.count(2) == 2 * SHORT_FACTOR
     assert sizes.count(SHORT_N + 2) == 2 + 1  # its pairs and the warm-up
@@ -150,14 +156,7 @@ def test_each_batch_follows_settled_one_token_decodes(engine, monkeypatch) -> No
     # decode must come after two others, or every batch is priced against a slow decode.
     rt = engine.target
     rt.reset()
-    sizes: list[int] = []
-    decode = rt.decode
-
-    def counted(tokens, **kw):
-        sizes.append(len(tokens))
-        return decode(tokens, **kw)
-
-    monkeypatch.setattr(rt, "decode", counted)
+    sizes = _decode_sizes(rt, monkeypatch)
     measure_cost_curve(rt, [1, 2, 3], repeats=1)
     timed = sizes[2:]  # after the filler and the warm-up
     runs, ones = [], 0
