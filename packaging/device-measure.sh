@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# On a lent CUDA device, in the project root with .gpu/ carried (packaging/cuda-prebuild.sh):
+# unpack the prebuilt llama.cpp (or build it there if it does not load), install the kit's wheels,
+# write random-weight copies of the default pair, then measure: the cost of a decode of n tokens
+# (llama-bench), SpecChat's bench with the measured curve (target as its own draft) beside
+# llama.cpp's binaries, and the host table. Output: stdout and $OUT. About 2.5 min on an H100.
+export PYTHONUNBUFFERED=1; W=/tmp/w; B=$W/build/bin; O=${OUT:-$W}; mkdir -p "$B" "$O"
+t0=$(date +%s); el() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
+el start; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpu/whl/*.whl
+rm -rf /tmp/site/llama_cpp; cp -r .gpu/llama_cpp /tmp/site/llama_cpp
+CUB=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' 2>/dev/null | head -1)
+RT=$(find /usr/local /opt /usr/lib -name 'libcudart.so.13' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH=$B:$(dirname "${CUB:-/x/x}"):$(dirname "${RT:-/x/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+tar xJf .gpu/prebuilt.tar.xz -C "$B"
+ok=$(PYTHONPATH=/tmp/site LLAMA_CPP_LIB_PATH=$B python3 -c 'import llama_cpp; print(llama_cpp.llama_supports_gpu_offload())' 2>&1 | tail -1)
+if [ "$ok" != True ]; then
+  el "the prebuilt llama.cpp does not load here ($ok): building"; rm -rf $W/build; tar xzf .gpu/llama-src.tar.gz -C $W
+  cmake -S $W/llama.cpp -B $W/build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DBUILD_SHARED_LIBS=ON \
+    -DLLAMA_OPENSSL=OFF -DGGML_CUDA_NCCL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF > "$O/build.txt" 2>&1 \
+    && cmake --build $W/build -j "$(nproc)" --target llama llama-bench llama-speculative-simple llama-completion >> "$O/build.txt" 2>&1 \
+    || { tail -30 "$O/build.txt"; exit 1; }
+fi
+export PYTHONPATH=/tmp/site LLAMA_CPP_LIB_PATH=$B
+for m in target draft; do gunzip -c .gpu/$m.hdr.gz > $W/$m.hdr && python3 .gpu/randgguf.py $W/$m.hdr $W/$m.gguf; done
+el "cost of a decode of n tokens (llama-bench, 10 repetitions)"
+$B/llama-bench -m $W/target.gguf -ngl 99 -p 1,2,4,8,16,32,64 -n 64 -r 10 -o json > "$O/llama-bench.json"
+$B/llama-bench -m $W/draft.gguf -ngl 99 -p 1 -n 64 -r 5 -o md
+el "bench: target as its own draft, with llama.cpp's binaries"
+timeout 300 python3 -m specchat.cli.main bench --target $W/target.gguf --draft $W/target.gguf --gpu-layers -1 \
+  --modes draft,lookup,auto --prompts edit-rename,quote-verbatim-300,chat-threads --repeats 2 --max-tokens 256 \
+  --peers llama.cpp --llama-cpp-bin $B --json "$O/bench.json" --md "$O/bench.md" 2>&1 | grep -v watching | tail -30
+el "host table (T=0/1, repeat penalty 1/1.1), the 0.5B copy as draft"
+timeout 200 python3 -m specchat.cli.main bench --target $W/target.gguf --draft $W/draft.gguf --gpu-layers -1 \
+  --modes draft,lookup,auto --prompts edit-rename,chat-threads --repeats 1 --max-tokens 128 --host-temperature 1 \
+  --repeat-penalty 1.1 --json "$O/host.json" --md "$O/host.md" 2>&1 | sed -n '/Host overhead/,/decode ms\/token: after/p'
+el done
