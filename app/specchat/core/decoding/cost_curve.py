@@ -153,6 +153,9 @@ SHORT_N, SHORT_FACTOR = 9, 3  # batches of up to SHORT_N tokens are timed 3x as 
 # the first one-token graph directly and captures a CUDA graph on the second (H100, 1.5B:
 # 2.96 ms), replaying it from the third on, as plain decoding does (1.85 ms)
 SETTLE = 2
+# what a default request (greedy) verifies with: its argmax in the graph, which costs more per
+# row than raw logits on a GPU (H100, 65 rows: 14.2 ms against 10.0)
+GREEDY_CHAIN = SamplerSpec(GREEDY)
 
 
 def default_ns(k_max: int) -> list[int]:
@@ -206,7 +209,7 @@ def measure_cost_curve(
         )
     base = max(n0, min(_FILLER, rt.n_ctx - ns[-1] - 2))
     tok = filler_tokens(rt)
-    before = rt.sampler.active
+    own_chain = rt.sampler.active
     rt.use_sampler(sampler)
 
     def timed(tokens: Sequence[int], logits_for: str) -> float:
@@ -236,7 +239,7 @@ def measure_cost_curve(
                     rt.truncate(base)
     finally:
         rt.truncate(n0)
-        rt.use_sampler(before)
+        rt.use_sampler(own_chain)
     share = meter.use.others_share if meter.use is not None else None
     return curve_from_pairs(ones, pairs, share)
 
@@ -280,11 +283,6 @@ def _rising(ratios: dict[int, float]) -> tuple[tuple[int, float], ...]:
             top = max(top, ratios[n])
             points.append((n, top))
     return tuple(points)
-
-
-# what a default request (greedy) verifies with: its argmax in the graph, which costs more per
-# row than raw logits on a GPU (H100, 65 rows: 14.2 ms against 10.0)
-GREEDY_CHAIN = SamplerSpec(GREEDY)
 
 
 def measure_model(
