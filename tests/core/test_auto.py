@@ -7,7 +7,8 @@ import pytest
 
 from specchat.core.decoding.acceptance import expected_tokens
 from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
+from specchat.core.decoding.cost_model import CostModel
+from specchat.core.decoding.drafting import DRAFT, LOOKUP
 from specchat.core.decoding.risk import copy_cap
 
 LONG, MID, SHORT = "long/c95", "mid/c75", "short/c50"

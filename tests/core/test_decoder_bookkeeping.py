@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from standin import EOS, N_VOCAB, StandIn, reply_script
 
-from specchat.core.decoding.cost_model import LOOKUP, CostModel
+from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.drafting import LOOKUP
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.decoding.ngram import NgramDrafter
 from specchat.core.decoding.sampling import Warp

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.cost_model import LOOKUP, CostModel
+from specchat.core.decoding.cost_model import CostModel
+from specchat.core.decoding.drafting import LOOKUP
 from specchat.core.decoding.history_index import HistoryIndex
 from specchat.core.decoding.ngram import CONVERSATION, FIRST_LOOK, HISTORY, NgramDrafter
 

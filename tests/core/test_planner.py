@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.cost_model import LOOKUP, CostModel
+from specchat.core.decoding.cost_model import CostModel
+from specchat.core.decoding.drafting import LOOKUP
 from specchat.core.decoding.risk import START, longest_within
 
 # The measurement on this 2-core machine (target Qwen2.5-Coder-1.5B, median of 6):

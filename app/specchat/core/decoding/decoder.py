@@ -20,10 +20,10 @@ import numpy as np
 
 from specchat.core.decoding.backend_sampler import ROWS_MAX
 from specchat.core.decoding.chooser import Chooser, First
-from specchat.core.decoding.cost_model import DRAFT, LOOKUP, CostModel
+from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.dist import sample
 from specchat.core.decoding.draft_model import ModelDrafter
-from specchat.core.decoding.drafting import Draft, Why
+from specchat.core.decoding.drafting import DRAFT, LOOKUP, Draft, Why
 from specchat.core.decoding.ngram import HISTORY, NgramDrafter, Proposal
 from specchat.core.decoding.risk import RiskBudget, copy_cap, longest_within
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled

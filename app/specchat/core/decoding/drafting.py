@@ -13,6 +13,8 @@ from typing import Any
 
 from specchat.core.decoding.sampling import Dist
 
+DRAFT, LOOKUP = "draft", "lookup"  # the drafters' names (in plans, costs and statistics)
+
 
 @dataclass
 class Draft:

@@ -16,7 +16,8 @@ Where verifying is nearly free (a GPU, a flat curve) a refusal loses nothing: ne
 from __future__ import annotations
 
 from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.cost_model import LOOKUP, CostModel
+from specchat.core.decoding.drafting import LOOKUP
+from specchat.core.decoding.step_costs import StepCosts
 
 SLOW_START = 4  # the longest lookup draft on a copy not yet shown to go on
 NO_CAP = 1 << 30
@@ -32,7 +33,7 @@ def copy_cap(curve: CostCurve | None, match: int) -> int:
     return max(SLOW_START, 2 * match)
 
 
-def longest_within(cost: CostModel, max_loss: float, k_max: int) -> int:
+def longest_within(cost: StepCosts, max_loss: float, k_max: int) -> int:
     """The longest lookup draft, at most k_max, whose refusal loses at most `max_loss`
     one-token steps as `cost` prices steps (its best_chain stops at the same length)."""
     t1, host = cost.t1 if cost.t1 is not None else 1.0, cost.host_cost()

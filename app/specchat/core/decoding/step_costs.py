@@ -1,0 +1,222 @@
+"""What a step costs on this machine, now: the timing half of Auto's cost model.
+
+Measured online, in seconds:
+- the target's decode time for a batch of n tokens, t(n) = t1 * c(n): c is the cost curve
+  measured on this machine (`cost_curve`; `CostCurve.flat()` for an idealised GPU, every n costing
+  one token's time), or, until one is given, a line c(n) = 1 + beta * (n - 1) fitted online;
+- the draft model's time per drafted token (n-gram lookup costs nothing);
+- the host's own work per step beyond llama_decode (choosing tokens, building the event);
+- whole steps, per drafter: a decayed ratio of what they took to what the parts predict.
+
+From these, `best_chain` prices a draft whose tokens are accepted with given chances (the
+acceptance estimates and the choice among drafters are `cost_model.py`'s):
+
+    rate(k) = E(k) / step(k),   E(k) = 1 + sum_{j<=k} prod_{i<=j} a_i,
+    step(k) = rho * (draft_cost(k) + t1 * c(k + 1) + host * (tokens chosen in the step))
+
+against plain decoding at 1 / (t(1) + host).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.drafting import DRAFT, LOOKUP
+
+INF = float("inf")
+_Self = TypeVar("_Self", bound="StepCosts")
+
+
+class StepCosts:
+    """Online timing for one engine: what a plain step and a speculative one cost."""
+
+    def __init__(
+        self, *, gpu: bool = False, draft_cost_ratio: float = 0.45, curve: CostCurve | None = None
+    ) -> None:
+        self.t1: float | None = None  # seconds for a one-token target decode
+        # extra cost per extra token in a batch, relative to t1 (a CPU's decode is compute-bound)
+        self._beta_num, self._beta_den = 0.05 if gpu else 0.35, 1.0
+        self.draft_token: float | None = None  # seconds per drafted token (draft model)
+        self.draft_trials = 0
+        self._draft_ratio = draft_cost_ratio  # prior: draft cost / target cost (by file size)
+        self.host: float | None = None  # host seconds per step outside llama_decode (plain)
+        self.step_ratio: dict[str, float] = {}  # per drafter: measured step / predicted step
+        self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
+        self._pending: tuple[str, float, float] | None = None  # last speculative step's times
+        self.learn_timing = True  # False: keep the timing set by steady() (reproducible runs)
+        self.curve: CostCurve | None = None  # None: the online line (beta)
+        self._rel: list[float] = []  # curve.rel(n) for n = 0..len-1 (the planner's table)
+        if curve is not None:
+            self.use_curve(curve)
+
+    def use_curve(self: _Self, curve: CostCurve | None) -> _Self:
+        """Price a verification of n tokens with `curve` (None: back to the online line). A
+        measured curve also gives the one-token time until decodes are observed."""
+        self.curve = curve
+        self._rel = curve.table(66) if curve is not None else []
+        if curve is not None and curve.t1_s and self.t1 is None:
+            self.t1 = curve.t1_s
+        if curve is not None and curve.is_flat:
+            self.step_ratio.clear()  # flat steps are priced on purpose below what they take
+        return self
+
+    def rel(self, n: int) -> float:
+        """Cost of a decode of n tokens relative to one."""
+        if self.curve is None:
+            return 1.0 + self.beta * (n - 1)
+        return self._rel[n] if n < len(self._rel) else self.curve.rel(n)
+
+    def steady(self: _Self, t1: float = 0.01, beta: float = 0.05, host: float = 0.0) -> _Self:
+        """Fix the timing figures (acceptance is still learned): draft lengths that depend on
+        the text alone, for runs reproducible across machines (exactness tests, examples)."""
+        self.t1, self._beta_num, self._beta_den, self.host = t1, beta, 1.0, host
+        self.draft_token = self._draft_ratio * t1
+        self.learn_timing = False
+        return self
+
+    # -- observations -----------------------------------------------------------------------
+    def observe_target(self, n_tokens: int, seconds: float) -> None:
+        if seconds <= 0.0 or n_tokens < 1 or not self.learn_timing:
+            return
+        if n_tokens == 1:
+            self.t1 = seconds if self.t1 is None else 0.8 * self.t1 + 0.2 * seconds
+            return
+        if self.curve is not None:
+            if not self.curve.is_flat:  # the shape is known: a batch tells the scale too
+                one = seconds / self.rel(n_tokens)
+                self.t1 = one if self.t1 is None else 0.9 * self.t1 + 0.1 * one
+            return
+        if self.t1 is None:
+            return
+        x = n_tokens - 1
+        # One noisy measurement (another program on the machine) must not swing the model:
+        # a batch costs at least one token's time and at most 2.5x per extra token.
+        ratio = min(max(seconds / self.t1, 1.0), 1.0 + 2.5 * x)
+        self._beta_num = 0.95 * self._beta_num + (ratio - 1.0) * x
+        self._beta_den = 0.95 * self._beta_den + x * x
+
+    def observe_draft(self, n_tokens: int, seconds: float) -> None:
+        if n_tokens < 1 or seconds <= 0.0 or not self.learn_timing:
+            return
+        self.draft_trials += 1
+        per = seconds / n_tokens
+        self.draft_token = per if self.draft_token is None else 0.8 * self.draft_token + 0.2 * per
+
+    def observe_step(self, drafter: str | None, k: int, wall_s: float, llama_s: float) -> None:
+        """A whole step: `wall_s` from the start of drafting to the event handed out, of which
+        `llama_s` inside llama_decode. A plain step (drafter None) measures the host's work;
+        a speculative one updates that drafter's measured/predicted ratio once the next step
+        is seen (a plain step after it adds its own excess over a plain decode)."""
+        if wall_s <= 0.0 or not self.learn_timing:
+            return
+        pending, self._pending = self._pending, None
+        if not drafter:
+            host = max(0.0, wall_s - llama_s)
+            self.host = host if self.host is None else 0.8 * self.host + 0.2 * host
+            if pending is not None:
+                # A plain step right after a verification pays for llama.cpp's graph changing
+                # shape back (about 5 % of a decode on a CPU): a cost of that verification.
+                spec, wall, predicted = pending
+                extra = max(0.0, llama_s - self.t1) if self.t1 is not None else 0.0
+                self._step_measured(spec, wall + extra, predicted)
+            return
+        if pending is not None:
+            self._step_measured(*pending)
+        if self.t1 is None or k < 1 or (self.curve is not None and self.curve.is_flat):
+            return  # flat: steps are priced as a GPU's, below what they take here
+        predicted = self._step_parts(drafter, k, 0)
+        if predicted <= 0.0:
+            return
+        self._pending = (drafter, wall_s, predicted)  # settled by the next step
+        self.idle[drafter] = 0
+
+    def _step_measured(self, drafter: str, wall_s: float, predicted: float) -> None:
+        r = min(2.0, max(0.5, wall_s / predicted))
+        old = self.step_ratio.get(drafter)
+        self.step_ratio[drafter] = r if old is None else 0.85 * old + 0.15 * r
+
+    # -- prices -------------------------------------------------------------------------------
+    @property
+    def beta(self) -> float:
+        return max(0.0, self._beta_num / self._beta_den)
+
+    def target_cost(self, n: int) -> float:
+        t1 = self.t1 if self.t1 is not None else 1.0
+        return t1 * self.rel(n)
+
+    def draft_cost(self, drafter: str, k: int, lag: int = 0) -> float:
+        """Time to draft k tokens; `lag` tokens the draft model has not seen yet are caught up
+        in one batch first (`catch_up`)."""
+        if drafter == LOOKUP:
+            return 0.0
+        per = self.draft_token
+        if per is None:
+            per = self._draft_ratio * (self.t1 if self.t1 is not None else 1.0)
+        return per * (k + self.catch_up(lag))
+
+    def catch_up(self, lag: int) -> float:
+        """A batch of `lag` tokens the draft model has not seen, in its one-token decodes:
+        about a tenth of one each (a CPU's prefill), and never more than the cost curve says a
+        batch that long costs (flat: one decode)."""
+        return min(0.1 * lag, self.rel(lag)) if lag > 0 else 0.0
+
+    def host_cost(self) -> float:
+        return self.host if self.host is not None else 0.0
+
+    def _step_parts(self, drafter: str, k: int, lag: int, with_host: bool = True) -> float:
+        """Predicted seconds of a step drafting k tokens, from its parts."""
+        rows = k + 1 + (k if drafter == DRAFT else 0)  # tokens the host chooses in the step
+        host = self.host_cost() * rows if with_host else 0.0
+        return self.draft_cost(drafter, k, lag) + self.target_cost(k + 1) + host
+
+    def step_cost(self, drafter: str, k: int, lag: int = 0) -> float:
+        """Predicted seconds of a whole step, corrected by what such steps really took."""
+        return self._step_parts(drafter, k, lag) * self.step_ratio.get(drafter, 1.0)
+
+    def step_units(self, drafter: str, k: int) -> float:
+        """A step drafting k tokens, in plain steps (what a risk budget counts)."""
+        t1 = self.t1 if self.t1 is not None else 1.0
+        return self.step_cost(drafter, k) / (t1 + self.host_cost())
+
+    def best_chain(
+        self,
+        drafter: str,
+        alphas: Sequence[float],
+        lag: int = 0,
+        *,
+        with_host: bool = True,
+        with_ratio: bool = True,
+        max_loss: float = INF,
+    ) -> tuple[int, float]:
+        """(k, expected rate relative to plain) of the best draft length up to len(alphas),
+        token i being accepted (after the ones before it) with probability alphas[i]; k = 0
+        when no length beats plain decoding (the best rate found is still returned). Without
+        host / ratio it prices the models alone (to tell what makes a drafter lose). None whose
+        refusal would lose more than `max_loss` one-token steps (risk.RiskBudget)."""
+        t1 = self.t1 if self.t1 is not None else 1.0
+        n_top = len(alphas) + 2
+        rel = self._rel if len(self._rel) >= n_top else [self.rel(n) for n in range(n_top)]
+        host = self.host_cost() if with_host else 0.0
+        ratio = self.step_ratio.get(drafter, 1.0) if with_ratio else 1.0
+        t_plain = t1 + host
+        is_draft = drafter == DRAFT
+        per = catch_up = 0.0
+        if is_draft:
+            per = self.draft_token if self.draft_token is not None else self._draft_ratio * t1
+            catch_up = self.catch_up(lag)
+        best_k, best = 0, 0.0
+        chance, gained, worst = 1.0, 1.0, t_plain * (1.0 + max_loss)
+        for k, a in enumerate(alphas, start=1):
+            chance *= a
+            gained += chance
+            rows = 2 * k + 1 if is_draft else k + 1
+            draft = per * (k + catch_up) if is_draft else 0.0
+            cost = (draft + t1 * rel[k + 1] + host * rows) * ratio
+            if cost > worst:
+                break
+            gain = gained * t_plain / cost
+            if gain > best:
+                best_k, best = k, gain
+        return (best_k, best) if best > 1.0 else (0, best)
