@@ -346,7 +346,9 @@ def test_a_short_real_bench_gives_a_complete_report(small_engine, short_suite: S
         ("chat-short", "off"),
         ("chat-short", "lookup"),
     ]
-    report = build_report(bench, models=models_info(engine), argv=["specchat-cli", "bench"])
+    report = build_report(
+        bench, models=models_info(engine), argv=["specchat-cli", "bench"], host_floor_s=7e-5
+    )
     json.dumps(report, allow_nan=False)  # plain JSON, no NaN or inf
     assert json.loads(to_json(report))["records"][0]["id"] == "edit-short"
     assert report["command"] == "specchat-cli bench"
@@ -399,3 +401,7 @@ def test_a_short_real_bench_gives_a_complete_report(small_engine, short_suite: S
     for r in recs:
         assert f"| {r['id']} | {r['kind']} | {r['mode']} |" in md
     assert "## Overall" in md and "| lookup |" in md
+    # the host table says what no mode can go below on the machine, when it was measured
+    assert report["host_floor_ms"] == pytest.approx(0.07)
+    assert "Host floor on this machine: 0.070 ms/token" in md
+    assert "Host floor" not in to_markdown({**report, "host_floor_ms": None})

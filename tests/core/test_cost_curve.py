@@ -13,6 +13,7 @@ from specchat.core.bench.runner import run_bench
 from specchat.core.decoding.backend_sampler import GREEDY, ROWS_MAX, TOP_K, SamplerSpec
 from specchat.core.decoding.cost_curve import (
     FLAT,
+    SETTLE,
     SHORT_FACTOR,
     SHORT_N,
     CostCurve,
@@ -21,6 +22,7 @@ from specchat.core.decoding.cost_curve import (
     curve_from_pairs,
     default_ns,
     measure_cost_curve,
+    measure_host_floor,
     passes_by_length,
 )
 
@@ -194,6 +196,47 @@ def test_the_engine_times_decodes_with_a_greedy_requests_chain_and_puts_its_own_
         assert rt.sampler.active == own  # the runtime's own chain is back
     finally:
         rt.use_sampler(None)
+
+
+def test_the_host_floor_is_a_greedy_loop_that_decodes_each_token_it_read(
+    engine, monkeypatch
+) -> None:
+    # The floor is what the barest loop costs outside llama_decode; reading the chosen token
+    # is most of it (26 us right after a decode on this CPU, 2 us when repeated), so a loop
+    # that did not read each token before decoding the next would price the floor too low.
+    rt = engine.target
+    own = SamplerSpec(TOP_K, top_k=10)
+    assert rt.use_sampler(own)
+    rt.reset()
+    prompt = rt.tokenize("def add(a, b):\n    return", add_special=True)
+    rt.decode(prompt, logits_for="last")
+    decoded: list[list[int]] = []
+    read: list[int] = []
+    decode, token = rt.decode, rt.sampler.token
+
+    def spied_decode(tokens, **kw):
+        decoded.append(list(tokens))
+        return decode(tokens, **kw)
+
+    def spied_token(i):
+        read.append(token(i))
+        return read[-1]
+
+    monkeypatch.setattr(rt, "decode", spied_decode)
+    monkeypatch.setattr(rt.sampler, "token", spied_token)
+    try:
+        llama0 = rt.llama_s
+        floor = measure_host_floor(rt, tokens=5)
+        llama_per_token = (rt.llama_s - llama0) / len(decoded)
+        assert [len(d) for d in decoded] == [1] * (SETTLE + 1 + 5)
+        assert len(read) == len(decoded)
+        assert [d[0] for d in decoded[1:]] == read[:-1]  # each decode is the token read
+        assert 0.0 < floor < llama_per_token  # the decodes' own time is left out
+        assert rt.cache == prompt  # the loop's tokens are cut off again
+        assert rt.sampler.active == own  # the runtime's own chain is put back
+    finally:
+        rt.use_sampler(None)
+        rt.reset()
 
 
 def test_measuring_refuses_what_one_decode_cannot_do(engine) -> None:

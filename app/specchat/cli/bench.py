@@ -21,7 +21,7 @@ from specchat.core.bench.runner import (
     parse_modes,
     run_bench,
 )
-from specchat.core.decoding.cost_curve import FLAT, MEASURED, CostCurve
+from specchat.core.decoding.cost_curve import FLAT, MEASURED, CostCurve, CostCurveError
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, Mode, params_from
 
@@ -178,6 +178,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             modes = [m for m in modes if m != Mode.DRAFT.value]
         # up to the longest draft either drafter may make (a lookup copy: 64 tokens)
         curve = use_cost_curve(engine, args.cost_curve, max(args.k_max, params.lookup_k_max))
+        floor = host_floor(engine)
         variants: list[Variant] = []
         try:
             _add_peers(variants, args, engine, peers)
@@ -202,6 +203,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 extra_settings=_extra_settings(args, engine, peers),
                 host_pass=host_pass,
                 runtime_curves=_runtime_curves(args, engine, curve, variants),
+                host_floor_s=floor,
             )
         finally:
             for v in variants:
@@ -224,6 +226,17 @@ def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
             file=sys.stderr,
         )
     return curve
+
+
+def host_floor(engine: Engine) -> float | None:
+    """The host floor (`measure_host_floor`, about a second), printed; None without room."""
+    try:
+        floor = engine.measure_host_floor()
+    except CostCurveError as exc:
+        print(f"host floor not measured: {exc}", file=sys.stderr)
+        return None
+    print(f"host floor: {floor * 1000:.3f} ms per token outside llama_decode", file=sys.stderr)
+    return floor
 
 
 def _runtime_curves(

@@ -327,6 +327,7 @@ def build_report(
     extra_settings: dict[str, Any] | None = None,
     host_pass: BenchRun | Sequence[BenchRun] | None = None,
     runtime_curves: dict[str, Any] | None = None,
+    host_floor_s: float | None = None,
 ) -> dict[str, Any]:
     """The JSON-ready report: settings, machine, models, records, overall, host overhead (the
     main pass and, when given, more passes at another temperature or repeat penalty), the cost
@@ -374,6 +375,7 @@ def build_report(
         "records": recs,
         "overall": overall(bench, recs),
         "host_overhead": host_overhead([bench, *host_passes]),
+        "host_floor_ms": None if host_floor_s is None else host_floor_s * 1000.0,
         "runs": [r.as_dict() for r in bench.runs],
         "host_pass_runs": [r.as_dict() for hp in host_passes for r in hp.runs],
     }

@@ -256,6 +256,15 @@ def _host_section(report: dict[str, Any]) -> list[str]:
         "decode ms/token: after the first token, per token after it (the budget's figure); "
         "set-up: host time before the first token, per request.",
     ]
+    floor = report.get("host_floor_ms")
+    if floor is not None:
+        out += [
+            "",
+            f"Host floor on this machine: {floor:.3f} ms/token, the barest greedy loop (decode "
+            "one token, read the token llama.cpp chose, decode it) timed the same way: each "
+            "decode leaves the CPU's caches holding the model's weights, so no mode goes below "
+            "it.",
+        ]
     return out
 
 

@@ -244,6 +244,44 @@ def measure_cost_curve(
     return curve_from_pairs(ones, pairs, share)
 
 
+def measure_host_floor(
+    rt: ModelRuntime, tokens: int = 24, *, sampler: SamplerSpec | None = GREEDY_CHAIN
+) -> float:
+    """Seconds per token outside llama_decode of the barest greedy loop: decode one token,
+    read the token llama.cpp chose (the argmax of its row without a chain), decode that one,
+    `tokens` times after SETTLE untimed steps. No decoding loop on this machine goes below it:
+    each decode streams the model's weights through the CPU's caches, so what the host touches
+    next comes from memory (on a 2-core EPYC with the 1.5B target the loop costs ~0.06 ms a
+    token; reading the chosen token, 2 us twice in a row, takes 26 us right after a decode).
+    The cache ends as it began; the runtime's own chain is put back."""
+    if tokens < 1:
+        raise CostCurveError("the host floor needs at least one token")
+    n0 = len(rt.cache)
+    if n0 + tokens + SETTLE + 1 > rt.n_ctx:
+        raise CostCurveError(
+            f"no room to measure the host floor: {n0} + {tokens + SETTLE + 1} tokens > {rt.n_ctx}"
+        )
+    own_chain = rt.sampler.active
+    chained = rt.use_sampler(sampler)
+
+    def step(token: int) -> int:
+        rows = rt.decode([token], logits_for="last")
+        return rt.sampler.token(0) if chained else int(rows[0].argmax())
+
+    try:
+        token = filler_tokens(rt)[0]
+        for _ in range(SETTLE + 1):
+            token = step(token)
+        llama0, t0 = rt.llama_s, time.perf_counter()
+        for _ in range(tokens):
+            token = step(token)
+        wall, llama = time.perf_counter() - t0, rt.llama_s - llama0
+    finally:
+        rt.truncate(n0)
+        rt.use_sampler(own_chain)
+    return max(0.0, wall - llama) / tokens
+
+
 def curve_from_pairs(
     ones: Sequence[float],
     pairs: dict[int, list[tuple[float, float]]],

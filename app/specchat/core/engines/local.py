@@ -12,7 +12,12 @@ from pathlib import Path
 
 from specchat.core.decoding.chat_template import ChatTemplate, Message
 from specchat.core.decoding.config import RuntimeFacts, adjust_config
-from specchat.core.decoding.cost_curve import GREEDY_CHAIN, CostCurve, measure_cost_curve
+from specchat.core.decoding.cost_curve import (
+    GREEDY_CHAIN,
+    CostCurve,
+    measure_cost_curve,
+    measure_host_floor,
+)
 from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.draft_model import ModelDrafter
@@ -134,6 +139,12 @@ class Engine(OneReplyAtATime):
             return measure_cost_curve(
                 self.target, ns, repeats=repeats, k_max=k_max, rows=rows, sampler=GREEDY_CHAIN
             )
+
+    def measure_host_floor(self) -> float:
+        """Seconds per token outside llama_decode of the barest greedy loop on the target (see
+        cost_curve.measure_host_floor): what no reply's host work can go below here."""
+        with self._lock:
+            return measure_host_floor(self.target)
 
     def use_cost_curve(self, curve: CostCurve | None) -> None:
         """Price verifications with `curve` from now on (flat: an idealised GPU; None: the line
