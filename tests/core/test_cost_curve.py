@@ -129,24 +129,27 @@ def test_measuring_leaves_the_cache_as_it_was(engine) -> None:
     rt.reset()
 
 
-def _decode_sizes(rt, monkeypatch) -> list[int]:
-    """The runtime's decodes from now on, by their number of tokens (in order)."""
-    sizes: list[int] = []
+def _decodes(rt, monkeypatch, what=len) -> list:
+    """The runtime's decodes from now on, in order, each as `what(tokens)` (its size)."""
+    seen: list = []
     decode = rt.decode
 
-    def counted(tokens, **kw):
-        sizes.append(len(tokens))
+    def spied(tokens, **kw):
+        seen.append(what(tokens))
         return decode(tokens, **kw)
 
-    monkeypatch.setattr(rt, "decode", counted)
-    return sizes
+    monkeypatch.setattr(rt, "decode", spied)
+    return seen
+
+
+OWN_CHAIN = SamplerSpec(TOP_K, top_k=10)  # a runtime's own chain, which measuring puts back
 
 
 def test_short_batches_are_timed_three_times_as_often(engine, monkeypatch) -> None:
     # Auto's short drafts are decided on the curve's first points, and three pairs left n = 2
     # anywhere in 1.63-2.13 from one measurement to the next: they get SHORT_FACTOR x the pairs.
     rt = engine.target
-    sizes = _decode_sizes(rt, monkeypatch)
+    sizes = _decodes(rt, monkeypatch)
     measure_cost_curve(rt, [1, 2, SHORT_N + 2], repeats=2)
     assert sizes.count(2) == 2 * SHORT_FACTOR
     assert sizes.count(SHORT_N + 2) == 2 + 1  # its pairs and the warm-up
@@ -158,7 +161,7 @@ def test_each_batch_follows_settled_one_token_decodes(engine, monkeypatch) -> No
     # decode must come after two others, or every batch is priced against a slow decode.
     rt = engine.target
     rt.reset()
-    sizes = _decode_sizes(rt, monkeypatch)
+    sizes = _decodes(rt, monkeypatch)
     measure_cost_curve(rt, [1, 2, 3], repeats=1)
     timed = sizes[2:]  # after the filler and the warm-up
     runs, ones = [], 0
@@ -180,20 +183,12 @@ def test_the_engine_times_decodes_with_a_greedy_requests_chain_and_puts_its_own_
     # against 10.0 with raw logits, and its first use at a size cost up to 37 ms more: a curve
     # timed on raw logits priced the passes a greedy reply makes ~40 % too cheap there.
     rt = engine.target
-    own = SamplerSpec(TOP_K, top_k=10)
-    assert rt.use_sampler(own)
-    seen: list[object] = []
-    decode = rt.decode
-
-    def spied(tokens, **kw):
-        seen.append(rt.sampler.active)
-        return decode(tokens, **kw)
-
-    monkeypatch.setattr(rt, "decode", spied)
+    assert rt.use_sampler(OWN_CHAIN)
+    seen = _decodes(rt, monkeypatch, lambda _: rt.sampler.active)
     try:
         engine.measure_cost_curve(ns=[1, 2], repeats=1)
         assert seen and all(s == SamplerSpec(GREEDY) for s in seen)
-        assert rt.sampler.active == own  # the runtime's own chain is back
+        assert rt.sampler.active == OWN_CHAIN  # the runtime's own chain is back
     finally:
         rt.use_sampler(None)
 
@@ -205,35 +200,30 @@ def test_the_host_floor_is_a_greedy_loop_that_decodes_each_token_it_read(
     # is most of it (26 us right after a decode on this CPU, 2 us when repeated), so a loop
     # that did not read each token before decoding the next would price the floor too low.
     rt = engine.target
-    own = SamplerSpec(TOP_K, top_k=10)
-    assert rt.use_sampler(own)
+    assert rt.use_sampler(OWN_CHAIN)
     rt.reset()
     prompt = rt.tokenize("def add(a, b):\n    return", add_special=True)
     rt.decode(prompt, logits_for="last")
-    decoded: list[list[int]] = []
+    decoded = _decodes(rt, monkeypatch, lambda tokens: (list(tokens), rt.sampler.active))
     read: list[int] = []
-    decode, token = rt.decode, rt.sampler.token
-
-    def spied_decode(tokens, **kw):
-        decoded.append(list(tokens))
-        return decode(tokens, **kw)
+    token = rt.sampler.token
 
     def spied_token(i):
         read.append(token(i))
         return read[-1]
 
-    monkeypatch.setattr(rt, "decode", spied_decode)
     monkeypatch.setattr(rt.sampler, "token", spied_token)
     try:
         llama0 = rt.llama_s
         floor = measure_host_floor(rt, tokens=5)
         llama_per_token = (rt.llama_s - llama0) / len(decoded)
-        assert [len(d) for d in decoded] == [1] * (SETTLE + 1 + 5)
+        assert [len(d) for d, _ in decoded] == [1] * (SETTLE + 1 + 5)
+        assert all(chain == SamplerSpec(GREEDY) for _, chain in decoded)
         assert len(read) == len(decoded)
-        assert [d[0] for d in decoded[1:]] == read[:-1]  # each decode is the token read
+        assert [d[0] for d, _ in decoded[1:]] == read[:-1]  # each decode is the token read
         assert 0.0 < floor < llama_per_token  # the decodes' own time is left out
         assert rt.cache == prompt  # the loop's tokens are cut off again
-        assert rt.sampler.active == own  # the runtime's own chain is put back
+        assert rt.sampler.active == OWN_CHAIN  # the runtime's own chain is put back
     finally:
         rt.use_sampler(None)
         rt.reset()
