@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from specchat.core.decoding.backend_sampler import GREEDY, ROWS_MAX, SamplerSpec
@@ -209,8 +210,6 @@ def measure_cost_curve(
         )
     base = max(n0, min(_FILLER, rt.n_ctx - ns[-1] - 2))
     tok = filler_tokens(rt)
-    own_chain = rt.sampler.active
-    rt.use_sampler(sampler)
 
     def timed(tokens: Sequence[int], logits_for: str) -> float:
         before, t0 = rt.llama_s, time.perf_counter()
@@ -218,7 +217,7 @@ def measure_cost_curve(
         spent = rt.llama_s - before
         return spent if spent > 0 else time.perf_counter() - t0
 
-    try:
+    with _borrowed(rt, sampler):
         if n0 < base:  # what the cache holds stays; filler after it, cut off at the end
             rt.decode(tok[: base - n0], logits_for="none")
         rt.decode(tok[: ns[-1]], logits_for="all")  # warm-up: buffers sized, weights touched
@@ -237,9 +236,6 @@ def measure_cost_curve(
                     if n > 1:
                         pairs[n].append((one, timed(tok[2 : 2 + n], rows)))
                     rt.truncate(base)
-    finally:
-        rt.truncate(n0)
-        rt.use_sampler(own_chain)
     share = meter.use.others_share if meter.use is not None else None
     return curve_from_pairs(ones, pairs, share)
 
@@ -252,7 +248,7 @@ def measure_host_floor(
     `tokens` times after SETTLE untimed steps. No decoding loop on this machine goes below it:
     each decode streams the model's weights through the CPU's caches, so what the host touches
     next comes from memory (on a 2-core EPYC with the 1.5B target the loop costs ~0.06 ms a
-    token; reading the chosen token, 2 us twice in a row, takes 26 us right after a decode).
+    token; reading the chosen token takes 26 us right after a decode, 2 us read again at once).
     The cache ends as it began; the runtime's own chain is put back."""
     if tokens < 1:
         raise CostCurveError("the host floor needs at least one token")
@@ -261,14 +257,12 @@ def measure_host_floor(
         raise CostCurveError(
             f"no room to measure the host floor: {n0} + {tokens + SETTLE + 1} tokens > {rt.n_ctx}"
         )
-    own_chain = rt.sampler.active
-    chained = rt.use_sampler(sampler)
+    with _borrowed(rt, sampler) as chained:
 
-    def step(token: int) -> int:
-        rows = rt.decode([token], logits_for="last")
-        return rt.sampler.token(0) if chained else int(rows[0].argmax())
+        def step(token: int) -> int:
+            rows = rt.decode([token], logits_for="last")
+            return rt.sampler.token(0) if chained else int(rows[0].argmax())
 
-    try:
         token = filler_tokens(rt)[0]
         for _ in range(SETTLE + 1):
             token = step(token)
@@ -276,10 +270,20 @@ def measure_host_floor(
         for _ in range(tokens):
             token = step(token)
         wall, llama = time.perf_counter() - t0, rt.llama_s - llama0
+    return max(0.0, wall - llama) / tokens
+
+
+@contextmanager
+def _borrowed(rt: ModelRuntime, sampler: SamplerSpec | None) -> Iterator[bool]:
+    """The runtime with `sampler`'s chain in llama.cpp's graph (yields whether it runs there;
+    None: raw logits), given back with its cache cut to what it held and its own chain."""
+    n0, own_chain = len(rt.cache), rt.sampler.active
+    chained = rt.use_sampler(sampler)
+    try:
+        yield chained
     finally:
         rt.truncate(n0)
         rt.use_sampler(own_chain)
-    return max(0.0, wall - llama) / tokens
 
 
 def curve_from_pairs(
