@@ -16,7 +16,7 @@ from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import LOOKUP
 from specchat.core.decoding.kv_cache import CacheBook
-from specchat.core.decoding.ngram import NgramDrafter
+from specchat.core.decoding.ngram import OPENING, NgramDrafter
 from specchat.core.decoding.sampling import Warp
 from specchat.core.reply import Reply
 from specchat.core.types import FinishReason, GenerationParams, Mode
@@ -51,7 +51,12 @@ def confident_lookup() -> CostModel:
     """A cost model that has seen lookup drafts always accepted: it drafts as far as it can."""
     cm = CostModel(gpu=True)
     cm.observe_target(1, 0.01)
-    for cls in (f"{n}/{c}" for n in ("one", "two", "short") for c in ("c95", "c75", "c50", "c00")):
+    for cls in (
+        f"{o}{n}/{c}"
+        for o in ("", OPENING)
+        for n in ("one", "two", "short")
+        for c in ("c95", "c75", "c50", "c00")
+    ):
         for _ in range(60):
             cm.observe_accept(LOOKUP, [cls] * 4, 4, 4)
     return cm
@@ -237,8 +242,9 @@ def test_auto_risks_only_what_the_reply_has_won() -> None:
     cm = CostModel().steady(t1=0.04, host=0.0).use_curve(curve)
     for length in ("one", "two", "short", "mid", "long", "span16", "span32"):
         for band in ("c95", "c75", "c50", "c00"):
-            for _ in range(60):
-                cm.observe_accept(LOOKUP, [f"{length}/{band}"] * 4, 4, 4)
+            for opening in ("", OPENING):
+                for _ in range(60):
+                    cm.observe_accept(LOOKUP, [f"{opening}{length}/{band}"] * 4, 4, 4)
     text = [int(x) for x in np.random.default_rng(7).permutation(np.arange(10, 200))[:60]]
     prompt = PROMPT + text
     target_ids = text[:24] + [4, 5, 6, 7] + text[28:60]
@@ -297,3 +303,28 @@ def test_catching_up_is_not_priced_as_drafting() -> None:
     assert dec.model is not None and dec.model.catch_up_s >= 0.0
     assert dec.cost.draft_trials >= 1
     assert dec.cost.draft_token is not None and dec.cost.draft_token < 0.01
+
+
+def test_auto_learns_from_the_proposals_it_does_not_send() -> None:
+    """On a curve where verifying costs as much as decoding, Auto verifies nothing, yet it
+    judges each lookup proposal by the token the target chose in its place: the reply copies
+    the prompt's text, so every proposal is right and the estimates of the classes proposed
+    rise above their priors without one verification paid for. Fails if unsent proposals are
+    not judged (the estimates stay at the priors) or are judged against the wrong token (they
+    fall), or if judging them made Auto verify."""
+    from specchat.core.decoding.acceptance import prior
+    from specchat.core.decoding.cost_curve import CostCurve
+
+    curve = CostCurve(((1, 1.0), (2, 2.0), (5, 5.0), (17, 17.0)), t1_s=0.04)
+    cm = CostModel().steady(t1=0.04, host=0.0).use_curve(curve)
+    text = [int(x) for x in np.random.default_rng(8).permutation(np.arange(10, 200))[:60]]
+    prompt = PROMPT + text + [5]
+    target = StandIn(reply_script(len(prompt), text[:40]))
+    target.n_vocab = 200
+    dec = decoder(target, Mode.AUTO, prompt=prompt, cost=cm, max_tokens=40)
+    assert [t for ev in dec.run() for t in ev.token_ids] == text[:40]
+    assert all(len(call) == 1 for call in target.decoded[1:])  # plain steps only
+    judged = {c: a for (who, c), a in cm.alpha.items() if who == LOOKUP and a.s + a.f > 4.0}
+    learned = {cls: a.mean for cls, a in judged.items()}  # (4: the prior's own weight)
+    assert learned and "long/c95" in learned and "o-one/c95" in learned, learned
+    assert all(mean > prior(False, cls) for cls, mean in learned.items()), learned

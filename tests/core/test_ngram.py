@@ -36,7 +36,36 @@ def test_a_fresh_match_is_sized_by_its_length() -> None:
     prop = d.propose(64)
     assert prop.tokens[:10] == doc[5:15]
     assert prop.context[:3] == [5, 6, 7]  # the match grows along the draft
-    assert prop.classes()[0] == "mid/c95"
+    assert prop.classes()[:2] == ["o-mid/c95", "long/c95"]  # the first token is an opening
+
+
+def test_a_guess_the_text_followed_is_no_opening_and_a_steeper_curve_drafts_only_that() -> None:
+    """The first token of a proposal is an opening guess (`o-`, a lower prior) unless the text
+    has just followed the drafter's last proposal. On a curve where a refused token costs most
+    of a decode, a fresh 8-token match is not verified; once the text has taken the token it
+    proposed, the same copy is. Fails if openings are not told apart (both or neither drafts)
+    or if following is not remembered from one proposal to the next."""
+    doc = span(100, 40)
+    d = NgramDrafter()
+    d.begin([*doc, *span(10, 41), *doc[:8]])
+    curve = CostCurve(((1, 1.0), (2, 1.7), (5, 3.6), (9, 5.5), (17, 7.5), (65, 27.0)))
+    cm = CostModel(curve=curve)
+    cm.t1 = 0.01
+    fresh = d.propose(64)
+    assert fresh.classes()[0] == "o-long/c95"
+    assert cm.best_chain(LOOKUP, cm.acceptances(LOOKUP, fresh.classes()))[0] == 0
+    d.extend([fresh.tokens[0]])  # a plain step: the target chose the proposed token
+    followed = d.propose(64)
+    assert followed.tokens[:4] == doc[9:13]
+    assert followed.classes()[0] == "long/c95"
+    assert cm.best_chain(LOOKUP, cm.acceptances(LOOKUP, followed.classes()))[0] > 0
+    d.extend([*followed.tokens[:3], 7])  # three drafts accepted, the fourth refused: a 7
+    assert not d.propose(64).tokens  # nothing was ever followed by a 7
+    d.extend(doc[12:20])  # the text comes back to the copy on its own: an opening again
+    again = d.propose(64)
+    assert again.tokens[:2] == doc[20:22] and again.classes()[0] == "o-long/c95"
+    d.extend(again.tokens[:2])  # two drafts accepted, and the proposal went further
+    assert d.propose(64).classes()[0] == "long/c95"
 
 
 def test_the_draft_stops_where_the_copied_text_ends() -> None:
@@ -112,7 +141,7 @@ def test_the_earlier_conversations_draft_when_this_one_has_no_match() -> None:
     prop = d.propose(64)
     assert prop.source == HISTORY
     assert prop.tokens == doc[n : n + 64]
-    assert prop.classes()[0].startswith("h-")
+    assert prop.classes()[0].startswith("o-h-")  # an opening, from the history
     # accepted: the next step follows the same span, whatever gram the text ends on
     d.feedback(prop, 10, 10)
     d.extend(doc[n : n + 11])  # 10 accepted drafts and the target's own token
@@ -160,7 +189,7 @@ def test_a_one_token_match_is_a_guess_only_a_flat_curve_verifies() -> None:
     d.begin([*text, text[10]])  # only the last token matches, once
     prop = d.propose(64)
     assert prop.tokens[:3] == text[11:14]
-    assert prop.classes()[:3] == ["one/c95", "two/c95", "short/c95"]
+    assert prop.classes()[:3] == ["o-one/c95", "two/c95", "short/c95"]
     flat = CostModel(curve=CostCurve.flat())
     flat.t1 = 0.01
     assert flat.chosen_chain(LOOKUP, flat.acceptances(LOOKUP, prop.classes())) >= 1

@@ -6,13 +6,36 @@ from __future__ import annotations
 
 import math
 
+from specchat.core.decoding.ngram import OPENING
+
 _DRAFT_PRIOR = 0.6
-_CLASS_PRIOR = {"c95": 0.9, "c75": 0.75, "c50": 0.55, "c00": 0.3}
-_SPAN_PRIOR = {"span16": 0.95, "span32": 0.97}  # sure tokens inside a long copy
-# A continuation seen after only one or two matching tokens: even when it always followed
-# them, it is right about a third / under half of the time (measured over the bundled suite's
-# replies: 36 % and 60 % for counts that never disagreed, 14-28 % for the rest).
-_SHORT_MATCH_CAP = {"one": 0.3, "two": 0.45}
+# An n-gram token's prior: how often the lookup's next token was the target's own, by the match
+# length behind it, measured at every position of the bundled suite's 19 greedy replies (128
+# tokens each) for continuations that never disagreed (`c95`). A guess right after the
+# drafter's last proposal was followed is right far more often than an opening guess (class
+# prefix `o-`, ngram.Proposal.opening): 68 / 70 / 81 / 95 / 97 / 99 % at 2 / 3 / 4-5 / 6-15 /
+# 16-31 / 32+ tokens against 31 / 45 / 56 / 62 / 67 % at 1 / 2 / 3 / 4-5 / 6-15 (a one-token
+# match is almost never followed; a copy of 16 or more tokens is no opening). Continuations
+# that did disagree are capped by their share (`c75`...): openings among them were right 9-15 %
+# of the time. The priors are these figures rounded down (copies a little more).
+_FOLLOWING = {
+    "one": 0.3,
+    "two": 0.7,
+    "short": 0.7,
+    "mid": 0.8,
+    "long": 0.9,
+    "span16": 0.95,
+    "span32": 0.97,
+}
+_OPENING = {
+    "one": 0.3,
+    "two": 0.45,
+    "short": 0.55,
+    "mid": 0.6,
+    "long": 0.65,
+}
+_BAND_CAP = {"c95": 1.0, "c75": 0.75, "c50": 0.55, "c00": 0.3}
+_OPENING_BAND_CAP = {"c95": 1.0, "c75": 0.4, "c50": 0.15, "c00": 0.1}
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -26,15 +49,15 @@ def expected_tokens(alpha: float, k: int) -> float:
 
 
 def prior(is_model: bool, cls: str) -> float:
-    """The acceptance estimate before any evidence: the draft model's, or an n-gram class's."""
+    """The acceptance estimate before any evidence: the draft model's, or an n-gram class's
+    (`[o-][h-]length/band`, ngram.confidence_class)."""
     if is_model:
         return _DRAFT_PRIOR
-    length, _, sure = cls.rpartition("/")
-    p = _CLASS_PRIOR.get(sure, 0.5)
-    length = length.removeprefix("h-")
-    if sure == "c95":
-        p = max(p, _SPAN_PRIOR.get(length, 0.0))
-    return min(p, _SHORT_MATCH_CAP.get(length, 1.0))
+    length, _, band = cls.rpartition("/")
+    opening = length.startswith(OPENING)
+    length = length.removeprefix(OPENING).removeprefix("h-")
+    table, cap = (_OPENING, _OPENING_BAND_CAP) if opening else (_FOLLOWING, _BAND_CAP)
+    return min(table.get(length, 0.5), cap.get(band, 0.5))
 
 
 class Acceptance:

@@ -159,6 +159,21 @@ class Chooser:
         """Row i's two best raw logits (diagnostics)."""
         return self.fix.top2(i) if self.how == TOP else top2(rows[i])
 
+    def first_key(self) -> tuple[object, ...]:
+        """What the first choice depends on (beyond the prompt): the key it is remembered by."""
+        p, active = self.p, self.t.sampler.active
+        return (
+            self.backend,
+            # (not the chain's seed: what the first token is drawn from does not depend on it)
+            None if active is None else replace(active, seed=0),
+            p.temperature,
+            p.top_k,
+            p.top_p,
+            p.min_p,
+            p.repeat_penalty,
+            p.repeat_last_n,
+        )
+
     def first_input(self, rows: Logits) -> First:
         """What the first token is chosen from, kept beyond the next decode."""
         t2 = self.top2(rows, -1) if self.p.record_top2 else None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -200,6 +199,7 @@ class Decoder:
                 limit = min(room - 1, self.p.max_tokens - self.stats.tokens, ROWS_MAX - 1)
                 draft, kind, classes = self._draft(limit)
                 k = len(draft.tokens)
+                base = len(self.ctx)
                 try:
                     if k:
                         self._verify(draft, kind, classes)
@@ -207,6 +207,8 @@ class Decoder:
                     else:
                         self._plain_step()
                         self.risk.step(1, 1.0)
+                    if not k or kind != LOOKUP:
+                        self._judge_unsent(base)
                 finally:
                     self._extend_drafters()
                 ev = self._event()
@@ -254,17 +256,7 @@ class Decoder:
         when its sampler runs in the graph), so a seed gives the same reply cold or warm."""
         t = self.t
         n = len(self.prompt)
-        key = (
-            self.choose.backend,
-            # (not the chain's seed: what the first token is drawn from does not depend on it)
-            None if t.sampler.active is None else replace(t.sampler.active, seed=0),
-            self.p.temperature,
-            self.p.top_k,
-            self.p.top_p,
-            self.p.min_p,
-            self.p.repeat_penalty,
-            self.p.repeat_last_n,
-        )
+        key = self.choose.first_key()
         first_input = t.recall(n, key) if t.common_prefix(self.prompt) >= n else None
         if first_input is None or not t.truncate(n):
             t.truncate(min(t.common_prefix(self.prompt), n - 1))
@@ -294,6 +286,14 @@ class Decoder:
             self.lookup.extend(self.ctx[self._lookup_seen :])
             self._lookup_seen = len(self.ctx)
 
+    def _judge_unsent(self, base: int) -> None:
+        """A lookup proposal not verified is judged anyway by the token the step emitted at
+        its first (evidence for free: the estimates learn where they let nothing through)."""
+        prop = self._proposal
+        if prop is not None and prop.tokens and len(self.ctx) > base:
+            right = self.ctx[base] == prop.tokens[0]
+            self.cost.observe_accept(LOOKUP, prop.classes()[:1], 1, int(right))
+
     def _plain_step(self) -> None:
         t = self.t
         before = t.llama_s
@@ -306,6 +306,7 @@ class Decoder:
         """The draft for this step (possibly empty), which drafter made it, and the acceptance
         class of each drafted token (for the cost model's calibration)."""
         none = Draft([], None)
+        self._proposal = None
         if limit < 1 or self.mode is Mode.OFF:
             return none, "", []
         if self.mode is Mode.DRAFT:

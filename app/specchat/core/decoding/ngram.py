@@ -9,7 +9,11 @@ the longest context there is: the draft follows the span, up to `k_max` tokens (
 first step of a reply. Each drafted token carries its confidence (how often that continuation
 followed that context, less the times the target refused it) and the length of the match behind
 it; the decoder turns both into acceptance estimates (calibrated online per class, `classes()`)
-and sizes the draft against the measured verification cost.
+and sizes the draft against the measured verification cost. A proposal's first token is an
+*opening* guess (class prefix `o-`) unless the text has just followed the drafter's last
+proposal or the match is a copy (`SPAN` tokens): over the bundled suite's replies an opening at a
+3-5-token match was right 56-62 % of the time, the same match right after a right guess 70-81 %
+(acceptance.py).
 
 When the conversation has no match, the drafter asks the index of the earlier conversations
 (`history_index.HistoryIndex`, filled by the front end) and then follows the span it found
@@ -39,6 +43,7 @@ HISTORY = "history"
 SPAN = 16  # a match this long is a copy: its continuation beats a more frequent one
 MATCH_CAP = 64  # match lengths are counted up to this
 FIRST_LOOK = 4  # propose(more=...): tokens drafted before asking whether to go on
+OPENING = "o-"  # the class prefix of an opening guess (Proposal.opening)
 
 
 @dataclass
@@ -51,13 +56,17 @@ class Proposal:
     keys: list[Key] = field(default_factory=list)  # its n-gram (conversation drafts)
     source: str = CONVERSATION  # CONVERSATION or HISTORY
     at: int = -1  # HISTORY: where the first token lies in the history index
+    opening: bool = True  # the text did not just follow the last proposal: a fresh guess
 
     def classes(self) -> list[str]:
         h = self.source == HISTORY
-        return [
+        out = [
             confidence_class(c, n, history=h)
             for c, n in zip(self.confidence, self.context, strict=True)
         ]
+        if out and self.opening and self.context[0] < SPAN:  # a copy is evidence by itself
+            out[0] = OPENING + out[0]
+        return out
 
     def add(self, token: int, confidence: float, match: int, key: Key = ()) -> None:
         self.tokens.append(token)
@@ -125,9 +134,12 @@ class NgramDrafter:
         self._next: dict[Key, list[Any]] = {}
         self._refuted: dict[Key, dict[int, int]] = {}  # context -> continuation -> refusals
         self._anchor: tuple[int, int] | None = None  # (history position, text index) in step
+        self._said: list[int] | None = None  # the last proposal's tokens, until the text moves
+        self._followed = False  # the text's newest tokens were the last proposal's
 
     def clear(self) -> None:
         self._tokens, self._next, self._refuted, self._anchor = [], {}, {}, None
+        self._said, self._followed = None, False
 
     def reset(self, *, min_match: int, max_ngram: int, k_max: int) -> None:
         """New settings; the index is rebuilt only if the n-gram sizes changed."""
@@ -145,10 +157,16 @@ class NgramDrafter:
             b = np.asarray(context[:n], dtype=np.int64)
             n = int(np.flatnonzero(a != b)[0])
         self._unwind(len(toks) - n)
+        self._said = None
         self.extend(context[n:])
         self._anchor = None
 
     def extend(self, tokens: Sequence[int]) -> None:
+        """The text grew by `tokens` (a step's output: what the last proposal is judged by)."""
+        said, self._said = self._said or [], None
+        # followed: each token the text added, as far as the proposal went, was the proposal's
+        n = min(len(tokens), len(said))
+        self._followed = n > 0 and list(tokens[:n]) == said[:n]
         toks, nxt, lo, hi = self._tokens, self._next, self.n_min, self.n_max
         for t in tokens:
             end = len(toks)
@@ -258,6 +276,8 @@ class NgramDrafter:
         out = self._from_conversation(limit, stop_below)
         if not out.tokens and self.history is not None and self.history.documents:
             out = self._from_history(limit)
+        out.opening = not self._followed
+        self._said = out.tokens
         return out
 
     def _from_conversation(self, limit: int, stop_below: float) -> Proposal:
