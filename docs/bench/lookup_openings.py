@@ -18,7 +18,7 @@ from dataclasses import replace
 from specchat.core.bench.runner import BenchSettings, prepare
 from specchat.core.bench.suite import load_suite
 from specchat.core.decoding.history_index import HistoryIndex
-from specchat.core.decoding.ngram import NgramDrafter
+from specchat.core.decoding.ngram import OPENING, NgramDrafter
 from specchat.core.decoding.runtime import RuntimeConfig
 from specchat.core.engines.local import Engine
 from specchat.core.reply import Reply
@@ -49,7 +49,7 @@ def main(paths: list[str]) -> None:
                 proposal = drafter.propose(1)
                 right = bool(proposal.tokens) and proposal.tokens[0] == token
                 if proposal.tokens:
-                    cls = proposal.classes()[0].removeprefix("o-")
+                    cls = proposal.first_class().removeprefix(OPENING)
                     length, _, band = cls.rpartition("/")
                     where = "following" if last_right else "opening"
                     row = counts[(str(path or "default"), where, length, band)]

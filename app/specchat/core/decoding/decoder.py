@@ -292,7 +292,7 @@ class Decoder:
         prop = self._proposal
         if prop is not None and prop.tokens and len(self.ctx) > base:
             right = self.ctx[base] == prop.tokens[0]
-            self.cost.observe_accept(LOOKUP, prop.classes()[:1], 1, int(right))
+            self.cost.observe_accept(LOOKUP, [prop.first_class()], 1, int(right))
 
     def _plain_step(self) -> None:
         t = self.t

@@ -59,14 +59,18 @@ class Proposal:
     opening: bool = True  # the text did not just follow the last proposal: a fresh guess
 
     def classes(self) -> list[str]:
+        if not self.tokens:
+            return []
         h = self.source == HISTORY
-        out = [
-            confidence_class(c, n, history=h)
-            for c, n in zip(self.confidence, self.context, strict=True)
-        ]
-        if out and self.opening and self.context[0] < SPAN:  # a copy is evidence by itself
-            out[0] = OPENING + out[0]
-        return out
+        rest = zip(self.confidence[1:], self.context[1:], strict=True)
+        return [self.first_class(), *(confidence_class(c, n, history=h) for c, n in rest)]
+
+    def first_class(self) -> str:
+        """The first token's class (of a proposal with tokens): an opening's is prefixed."""
+        cls = confidence_class(self.confidence[0], self.context[0], history=self.source == HISTORY)
+        if self.opening and self.context[0] < SPAN:  # a copy is evidence by itself
+            return OPENING + cls
+        return cls
 
     def add(self, token: int, confidence: float, match: int, key: Key = ()) -> None:
         self.tokens.append(token)
