@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import threading
 
 import pytest
 
@@ -27,6 +29,7 @@ from specchat.core.bench.runner import (
     REFERENCE,
     BenchRun,
     BenchSettings,
+    RssSampler,
     RunResult,
     Suite,
     SuiteError,
@@ -309,6 +312,27 @@ PERF_STDERR = """
 0.07.1 I common_perf_print:        eval time =    6300.00 ms /    63 runs   (  100.00 ms per token)
 0.07.1 I common_perf_print:       total time =    7600.00 ms /   375 tokens
 """
+
+
+MB = 1024 * 1024
+
+
+@pytest.mark.skipif(
+    not os.access("/proc/self/clear_refs", os.W_OK), reason="no resettable peak (Linux's)"
+)
+def test_the_peak_resident_set_is_the_runs_own_and_nothing_runs_beside_it() -> None:
+    """The peak is the kernel's high-water mark, reset when the run starts: an allocation
+    freed before the run ends still counts, an earlier larger one does not, and no sampling
+    thread wakes during the run (it would take the interpreter from the measured loop)."""
+    earlier = b"\x01" * (400 * MB)  # the process's peak so far: higher than the run's
+    del earlier
+    with RssSampler() as rss:
+        sampling = [t for t in threading.enumerate() if t.name == "rss-sampler"]
+        brief = b"\x01" * (150 * MB)  # freed before the run ends
+        del brief
+    assert rss.kernel_peak and sampling == []
+    grew = rss.peak - rss.start_rss
+    assert 140 * MB <= grew < 300 * MB
 
 
 def test_parse_llama_cpp_lines() -> None:
