@@ -181,6 +181,12 @@ class ModelRuntime:
         for i in range(nb):
             b.seq_id[i][0] = 0
         self._positions = np.arange(nb, dtype=self._b_pos.dtype)
+        # the first slot's fields as ctypes scalars: a one-token decode sets them through
+        # `.value`, a shorter path than numpy's item assignment (the hot path runs right after
+        # a decode, when every path the interpreter takes is out of the CPU's caches)
+        self._one_token = ctypes.c_int32.from_address(ctypes.addressof(b.token.contents))
+        self._one_pos = ctypes.c_int32.from_address(ctypes.addressof(b.pos.contents))
+        self._one_logits = ctypes.c_int8.from_address(ctypes.addressof(b.logits.contents))
 
     # -- vocabulary -------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
@@ -294,9 +300,9 @@ class ModelRuntime:
             raise ContextFullError(f"context full: {n0} + {n} tokens > {self.n_ctx}")
         nb = self.config.n_batch
         if n == 1:  # a plain step or one draft token: the hot path
-            self._b_token[0] = tokens[0]
-            self._b_pos[0] = n0
-            self._b_logits[0] = logits_for != "none"
+            self._one_token.value = tokens[0]
+            self._one_pos.value = n0
+            self._one_logits.value = logits_for != "none"
             self._run_batch(1)
             self.cache.append(tokens[0])
             return self._logits(int(logits_for != "none"))
