@@ -213,3 +213,52 @@ def test_a_draft_the_planner_refuses_is_not_walked_to_its_end() -> None:
     assert d.propose(64, more=refuse).tokens == doc[40 : 40 + FIRST_LOOK]
     assert seen == [doc[40 : 40 + FIRST_LOOK]]
     assert d.propose(64, more=lambda first: True).tokens == doc[40:104]
+
+
+def test_the_longest_context_bound_never_changes_a_proposal() -> None:
+    """Each search for the longest context starts from the last one found plus the tokens
+    since (not from n_max). Over a text of short repeats, copies and fresh tokens, every
+    proposal equals the one a drafter that has just indexed the whole text makes, and each of
+    its tokens continues the longest context (up to 8 tokens) the text holds before it."""
+    rng = np.random.default_rng(41)
+    text = [int(t) for t in rng.integers(0, 30, size=60)]
+    while len(text) < 700:  # fresh tokens from a small vocabulary, and copies of earlier text
+        if rng.random() < 0.3:
+            at = int(rng.integers(0, len(text) - 40))
+            text += text[at : at + int(rng.integers(10, 40))]
+        else:
+            text += [int(t) for t in rng.integers(0, 30, size=int(rng.integers(1, 12)))]
+    contexts: set[tuple[int, ...]] = set()  # every n-gram (n <= 8) some token followed
+
+    def index(upto: int) -> None:
+        for q in range(len_indexed[0], upto):
+            contexts.update(tuple(text[q - n : q]) for n in range(1, min(8, q) + 1))
+        len_indexed[0] = upto
+
+    def longest(ctx: list[int]) -> int:
+        return next((n for n in range(min(8, len(ctx)), 0, -1) if tuple(ctx[-n:]) in contexts), 0)
+
+    d = NgramDrafter()
+    d.begin(text[:60])
+    seen, checked, grew, len_indexed = 60, 0, 0, [1]
+    while seen < len(text):
+        step = int(rng.integers(1, 6))  # a plain step, or a verification's few tokens
+        d.extend(text[seen : seen + step])
+        seen += step
+        index(seen)
+        got = d.propose(16)
+        fresh = NgramDrafter()
+        fresh.begin(text[:seen])
+        want = fresh.propose(16)
+        assert (got.tokens, got.confidence, got.context, got.keys) == (
+            want.tokens,
+            want.confidence,
+            want.context,
+            want.keys,
+        )
+        for i, key in enumerate(got.keys):
+            ctx = text[:seen] + got.tokens[:i]
+            assert len(key) == longest(ctx) and list(key) == ctx[-len(key) :]
+        checked += bool(got.tokens)
+        grew += any(len(b) > len(a) for a, b in zip(got.keys, got.keys[1:]))
+    assert checked > 100 and grew > 50  # most steps proposed; many walks' contexts grew

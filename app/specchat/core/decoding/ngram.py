@@ -140,10 +140,12 @@ class NgramDrafter:
         self._anchor: tuple[int, int] | None = None  # (history position, text index) in step
         self._said: list[int] | None = None  # the last proposal's tokens, until the text moves
         self._followed = False  # the text's newest tokens were the last proposal's
+        # the longest context found at the text's end when it was this long (_best's bound)
+        self._longest: tuple[int, int] | None = None  # (context length, text length)
 
     def clear(self) -> None:
         self._tokens, self._next, self._refuted, self._anchor = [], {}, {}, None
-        self._said, self._followed = None, False
+        self._said, self._followed, self._longest = None, False, None
 
     def reset(self, *, min_match: int, max_ngram: int, k_max: int) -> None:
         """New settings; the index is rebuilt only if the n-gram sizes changed."""
@@ -193,6 +195,7 @@ class NgramDrafter:
 
     def _unwind(self, count: int) -> None:
         toks, nxt = self._tokens, self._next
+        self._longest = None
         for _ in range(count):
             t = toks.pop()
             end = len(toks)
@@ -219,13 +222,17 @@ class NgramDrafter:
                         entry[4] = -1  # where it was last followed is gone
 
     # -- drafting ----------------------------------------------------------------------------
-    def _best(self, tail: list[int]) -> tuple[int, float, int, Key, int] | None:
-        """The likeliest continuation of `tail` from its longest context seen before: (token,
-        confidence, context length, context, index in the text where that context was last
-        followed)."""
+    def _best(self, tail: list[int], top: int) -> tuple[int, float, int, Key, int] | None:
+        """The likeliest continuation of `tail` from its longest context seen before, at most
+        `top` tokens long: (token, confidence, context length, context, index in the text where
+        that context was last followed).
+
+        The longest context of a text one token longer is at most one token longer (a key's
+        prefix one token shorter is a key, added before it), so `top` is the last search's
+        context plus the tokens since: most searches start at a few tokens, not at n_max."""
         end = len(tail)
         nxt = self._next
-        for n in range(min(self.n_max, end), self.n_min - 1, -1):
+        for n in range(min(self.n_max, end, top), self.n_min - 1, -1):
             key = tuple(tail[end - n :])
             entry = nxt.get(key)
             if entry is None:
@@ -289,16 +296,22 @@ class NgramDrafter:
         tail = toks[-self.n_max :]
         out = Proposal()
         chance, run, pos = 1.0, 0, -1  # the span being followed: its match, its next index
+        top = self.n_max
+        if self._longest is not None:  # the longest context's bound (_best)
+            top = self._longest[0] + len(toks) - self._longest[1]
         for _ in range(limit):
             if run >= SPAN and 0 <= pos < len(toks):
                 # Inside a copy: the longest context there is says what comes next.
                 t, key = toks[pos], tuple(tail)  # tail holds the last n_max tokens
                 conf = 1.0 / (1 + 2 * self._refusals(key, t)) if self._refuted else 1.0
             else:
-                found = self._best(tail)
+                found = self._best(tail, top)
+                if not out.tokens:
+                    self._longest = (found[2] if found else 0, len(toks))
                 if found is None:
                     break
                 t, conf, n, key, at = found
+                top = n
                 if not out.tokens:
                     run = self._match_length(at, n)
                 elif at != pos or pos < 0:
@@ -315,7 +328,7 @@ class NgramDrafter:
                 break
             out.add(t, conf, run, key)
             tail = tail[1:] + [t] if len(tail) >= self.n_max else tail + [t]
-            run, pos = run + 1, (pos + 1 if pos >= 0 else -1)
+            run, pos, top = run + 1, (pos + 1 if pos >= 0 else -1), top + 1
         return out
 
     def _from_history(self, limit: int) -> Proposal:
