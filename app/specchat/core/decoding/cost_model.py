@@ -178,19 +178,48 @@ class CostModel(StepCosts):
         max_loss: float,
     ) -> Plan:
         """A plain step, with the reason; or, now and then, one step of a drafter the
-        estimates rule out, so a single slow measurement cannot switch it off for good."""
+        estimates rule out, so a single slow measurement cannot switch it off for good. What
+        the models alone would make of it is priced only for a re-probe or a reason shown."""
         if not options:
             return Plan(None, 0, 1.0, Why("auto: plain decoding (no draft on offer)"))
         top = max(options, key=lambda p: p.speedup)
         assert top.drafter is not None
-        name = "lookup" if top.drafter == LOOKUP else "draft model"
-        if top.drafter == LOOKUP:
-            alphas = list(lookup_alphas)
+        for o in options:
+            assert o.drafter is not None
+            self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1
+            r = self.step_ratio.get(o.drafter)
+            if r is not None:  # an old slow measurement fades while nothing new comes in
+                self.step_ratio[o.drafter] = 1.0 + (r - 1.0) * 0.97
+        alphas = list(lookup_alphas)
+        if self.idle.get(top.drafter, 0) >= self.reprobe_after:
+            k_bare, bare, _ = self._unhosted(top.drafter, alphas, figures)
+            if bare >= self.margin and self.step_units(top.drafter, k_bare) - 1 <= max_loss:
+                self.idle[top.drafter] = 0
+                name = "lookup" if top.drafter == LOOKUP else "draft model"
+                return Plan(
+                    top.drafter, k_bare, bare, Why("auto: re-measuring {} (k={})", name, k_bare)
+                )
+        why = Why(self._plain_reason, top, alphas, figures, max_loss)
+        return Plan(None, 0, 1.0, why)
+
+    def _unhosted(
+        self, drafter: str, alphas: list[float], figures: Figures | None
+    ) -> tuple[int, float, float]:
+        """A drafter's best chain priced by the models alone (k, rate), and its rate with
+        the host's work but not the steps' measured excess."""
+        if drafter == LOOKUP:
             k_bare, bare = self.best_chain(LOOKUP, alphas, with_host=False, with_ratio=False)
-            _, hosted = self.best_chain(LOOKUP, alphas, with_ratio=False)
-        else:
-            assert figures is not None
-            k_bare, bare, hosted = figures[2:5]
+            return k_bare, bare, self.best_chain(LOOKUP, alphas, with_ratio=False)[1]
+        assert figures is not None
+        return figures[2], figures[3], figures[4]
+
+    def _plain_reason(
+        self, top: Plan, alphas: list[float], figures: Figures | None, max_loss: float
+    ) -> str:
+        """Why the best drafter on offer lost to a plain step (formatted when shown)."""
+        assert top.drafter is not None
+        name = "lookup" if top.drafter == LOOKUP else "draft model"
+        _, bare, hosted = self._unhosted(top.drafter, alphas, figures)
         why: Why | str = ""
         if bare >= self.margin and hosted < self.margin and self.host is not None:
             why = Why(HOST_OUTWEIGHS, self.host * 1000, bare)
@@ -198,21 +227,4 @@ class CostModel(StepCosts):
             why = Why(STEPS_SLOWER, self.step_ratio.get(top.drafter, 1.0))
         if max_loss < INF:
             why = Why(RISKY, why, max_loss)
-        for o in options:
-            assert o.drafter is not None
-            self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1
-            r = self.step_ratio.get(o.drafter)
-            if r is not None:  # an old slow measurement fades while nothing new comes in
-                self.step_ratio[o.drafter] = 1.0 + (r - 1.0) * 0.97
-        idle = self.idle.get(top.drafter, 0) >= self.reprobe_after
-        if idle and bare >= self.margin and self.step_units(top.drafter, k_bare) - 1 <= max_loss:
-            self.idle[top.drafter] = 0
-            return Plan(
-                top.drafter, k_bare, bare, Why("auto: re-measuring {} (k={})", name, k_bare)
-            )
-        return Plan(
-            None,
-            0,
-            1.0,
-            Why("auto: plain decoding ({} would run at {:.2f}x{})", name, top.speedup, why),
-        )
+        return f"auto: plain decoding ({name} would run at {top.speedup:.2f}x{why})"

@@ -8,6 +8,7 @@ The drafters also answer llama-cpp-python's `LlamaDraftModel` call (`__call__(in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,14 +25,17 @@ class Draft:
 
 class Why:
     """A reason: a template and its values, formatted only when shown (a plan is made every
-    step, its reason read far less often)."""
+    step, its reason read far less often). The template may be a function of the values,
+    for a reason whose figures are worth working out only when it is shown."""
 
     __slots__ = ("template", "args")
 
-    def __init__(self, template: str, *args: Any) -> None:
+    def __init__(self, template: str | Callable[..., str], *args: Any) -> None:
         self.template, self.args = template, args
 
     def __str__(self) -> str:
+        if callable(self.template):
+            return self.template(*self.args)
         return self.template.format(*self.args) if self.args else self.template
 
     def __format__(self, spec: str) -> str:  # a reason inside another's
