@@ -78,6 +78,7 @@ class BackendSampler:
         self._cands_n = cnt(("llama_get_sampled_candidates_count_ith", lib))
         self._chain: Any = None
         self.active: SamplerSpec | None = None
+        self._views: dict[tuple[int, int, str], Any] = {}  # see _view
         self._top_n = 0  # a TOP_K chain's candidates per row (ggml_top_k keeps exactly k)
 
     def use(self, spec: SamplerSpec | None) -> bool:
@@ -125,8 +126,7 @@ class BackendSampler:
         addr = self._probs(self._ctx, i)
         if not n or not addr:  # the chain computed no distribution for this row
             raise RuntimeError(f"llama.cpp's sampler gave no probabilities for row {i}")
-        probs = np.asarray(_Array(addr, n, "<f4"))
-        return self._candidates(i), probs
+        return self._candidates(i), self._view(addr, n, "<f4")
 
     def logits(self, i: int) -> npt.NDArray[np.float32]:
         """Row i's logits as the chain left them (a DIST chain without truncation: every
@@ -135,7 +135,7 @@ class BackendSampler:
         addr = self._logits(self._ctx, i)
         if not n or not addr:
             raise RuntimeError(f"llama.cpp's sampler gave no logits for row {i}")
-        return np.asarray(_Array(addr, n, "<f4"))
+        return self._view(addr, n, "<f4")
 
     def top(self, i: int) -> tuple[list[int], list[float]]:
         """Row i's candidates and their logits as Python lists (a TOP_K chain: a few values,
@@ -147,6 +147,30 @@ class BackendSampler:
         logits = _floats(n).from_address(addr)[:]
         ids = _ints(n).from_address(self._cands(self._ctx, i))[:]
         return ids, logits
+
+    def at(
+        self, i: int, ids: list[int]
+    ) -> tuple[npt.NDArray[np.float32], list[float], list[float]]:
+        """Row i's probabilities (a view of the whole vocabulary's, a DIST chain that kept
+        it), and its z / T and probability at a few token ids as Python floats: read one by
+        one, cheaper right after a decode than numpy's indexing and arithmetic on a few dozen
+        values."""
+        ctx = self._ctx
+        n, addr = int(self._probs_n(ctx, i)), self._probs(ctx, i)
+        ps = self._cfloats(addr, n, i)
+        zs = self._cfloats(self._logits(ctx, i), int(self._logits_n(ctx, i)), i)
+        return self._view(addr, n, "<f4"), [zs[t] for t in ids], [ps[t] for t in ids]
+
+    def _cfloats(self, addr: int, n: int, i: int) -> Any:
+        if not n or not addr:
+            raise RuntimeError(f"llama.cpp's sampler gave no distribution for row {i}")
+        key = (addr, n, "f")
+        arr = self._views.get(key)
+        if arr is None:
+            if len(self._views) >= 512:
+                self._views.clear()
+            arr = self._views[key] = _floats(n).from_address(addr)
+        return arr
 
     def prob_at(self, i: int, token: int) -> float:
         """Row i's probability of one token (a DIST chain that kept the whole vocabulary)."""
@@ -172,7 +196,19 @@ class BackendSampler:
         addr = self._cands(self._ctx, i)
         if not n or not addr:
             return None
-        return np.asarray(_Array(addr, n, "<i4"))
+        return self._view(addr, n, "<i4")
+
+    def _view(self, addr: int, n: int, typestr: str) -> npt.NDArray[Any]:
+        """A read-only numpy view of n values at `addr`, made once per address and size:
+        llama.cpp keeps its sampling buffers between decodes (reallocated rarely), and making
+        a view costs more than reading a row's few values right after a decode."""
+        key = (addr, n, typestr)
+        view = self._views.get(key)
+        if view is None:
+            if len(self._views) >= 512:  # buffers moved many times: forget the old ones
+                self._views.clear()
+            view = self._views[key] = np.asarray(_Array(addr, n, typestr))
+        return view
 
     def close(self) -> None:
         if self._ctx is not None:

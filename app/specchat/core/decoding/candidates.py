@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specchat.core.decoding.backend_sampler import DIST, TOP_K, BackendSampler, SamplerSpec
-from specchat.core.decoding.dist import Dist, Ids
+from specchat.core.decoding.dist import Dist
 from specchat.core.decoding.sampling import Warp, sparse_warp
 from specchat.core.types import GenerationParams, Top2
 
@@ -116,19 +116,25 @@ class HostFix:
 
     def full_dist(self, i: int, hist: Sequence[int]) -> Dist:
         """T > 0 without truncation: llama.cpp's softmax over the whole vocabulary, with the
-        penalised ids' weights patched (p(x) * exp((pen(z) - z) / T))."""
-        _, probs = self.sampler.probs(i)
-        if self.penalty == 1.0 or not hist:
-            return Dist(w=probs, total=1.0, n_vocab=self.n_vocab)
+        penalised ids' weights patched (p(x) * exp((pen(z) - z) / T)). The patch is worked
+        out on Python floats: a few dozen ids, where numpy's calls cost most right after a
+        decode."""
         n = self.n_vocab
-        ids: Ids = np.array(sorted({t for t in hist[-self.last_n :] if 0 <= t < n}), np.int64)
-        if not ids.size:
-            return Dist(w=probs, total=1.0, n_vocab=n)
-        temp = self.warp.temperature
-        zt = self.sampler.logits(i)[ids].astype(np.float64)  # z / T
-        z = zt * temp
-        zp = np.where(z > 0, z / self.penalty, z * self.penalty)
-        old = probs[ids].astype(np.float64)
-        new = old * np.exp(zp / temp - zt)
-        total = 1.0 + float((new - old).sum())
-        return Dist(w=probs, total=total, n_vocab=n, fix_ids=ids, fix_w=new)
+        ids = sorted({t for t in hist[-self.last_n :] if 0 <= t < n}) if self.penalty != 1.0 else []
+        if not ids:
+            return Dist(w=self.sampler.probs(i)[1], total=1.0, n_vocab=n)
+        temp, f = self.warp.temperature, self.penalty
+        probs, zts, olds = self.sampler.at(i, ids)  # and z / T and p at the penalised ids
+        new: list[float] = []
+        gained = 0.0
+        for zt, old in zip(zts, olds, strict=True):
+            w = old * math.exp(penalised(zt * temp, f) / temp - zt)
+            new.append(w)
+            gained += w - old
+        return Dist(
+            w=probs,
+            total=1.0 + gained,
+            n_vocab=n,
+            fix_ids=np.array(ids, np.int64),
+            fix_w=np.array(new, np.float64),
+        )
