@@ -168,3 +168,26 @@ def test_residual_of_equal_distributions_is_a_draw_from_either() -> None:
         q = KINDS[pk](P)
         got = {draw_residual(p, q, 0, u) for u in (0.1, 0.3, 0.45, 0.9)}
         assert got <= {0, 1, 2, 3, 5} and 5 in got
+
+
+def test_a_dense_draw_over_many_blocks_follows_the_patched_cdf() -> None:
+    """A vocabulary of three blocks and a short last one, mass in every block and a patch (a
+    repeat penalty's new weights) on ids in two of them: probing the middle of each token's
+    interval of the patched distribution's CDF draws that token."""
+    from specchat.core.decoding.dist import BLOCK, sample
+
+    n = 3 * BLOCK + 37
+    w = np.zeros(n, dtype=np.float32)
+    mass = {5: 1.0, BLOCK + 7: 2.0, BLOCK + 900: 0.5, 2 * BLOCK + 1: 3.0, 3 * BLOCK + 30: 1.5}
+    for t, x in mass.items():
+        w[t] = x
+    fix_ids = np.array([BLOCK + 7, 3 * BLOCK + 30], dtype=np.int64)
+    fix_w = np.array([0.25, 4.0])
+    patched = {**mass, **{int(t): float(x) for t, x in zip(fix_ids, fix_w, strict=True)}}
+    total = sum(patched.values())
+    d = Dist(w=w, total=total, n_vocab=n, fix_ids=fix_ids, fix_w=fix_w)
+    lo = 0.0
+    for t in sorted(patched):
+        hi = lo + patched[t] / total
+        assert sample(d, FixedDraws([(lo + hi) / 2])) == t  # type: ignore[arg-type]
+        lo = hi
