@@ -21,6 +21,7 @@ build whose backend refuses.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +79,7 @@ class BackendSampler:
         self._cands_n = cnt(("llama_get_sampled_candidates_count_ith", lib))
         self._chain: Any = None
         self.active: SamplerSpec | None = None
-        self._views: dict[tuple[int, int, str], Any] = {}  # see _view
+        self._views: dict[tuple[int, int, str], Any] = {}  # see _memo
         self._top_n = 0  # a TOP_K chain's candidates per row (ggml_top_k keeps exactly k)
 
     def use(self, spec: SamplerSpec | None) -> bool:
@@ -162,15 +163,10 @@ class BackendSampler:
         return self._view(addr, n, "<f4"), [zs[t] for t in ids], [ps[t] for t in ids]
 
     def _cfloats(self, addr: int, n: int, i: int) -> Any:
+        """n floats at `addr` as a ctypes array (read one by one as Python floats)."""
         if not n or not addr:
             raise RuntimeError(f"llama.cpp's sampler gave no distribution for row {i}")
-        key = (addr, n, "f")
-        arr = self._views.get(key)
-        if arr is None:
-            if len(self._views) >= 512:
-                self._views.clear()
-            arr = self._views[key] = _floats(n).from_address(addr)
-        return arr
+        return self._memo((addr, n, "f"), _float_array, addr, n)
 
     def prob_at(self, i: int, token: int) -> float:
         """Row i's probability of one token (a DIST chain that kept the whole vocabulary)."""
@@ -199,16 +195,20 @@ class BackendSampler:
         return self._view(addr, n, "<i4")
 
     def _view(self, addr: int, n: int, typestr: str) -> npt.NDArray[Any]:
-        """A read-only numpy view of n values at `addr`, made once per address and size:
+        """A read-only numpy view of n values at `addr`."""
+        view: npt.NDArray[Any] = self._memo((addr, n, typestr), _numpy_view, addr, n, typestr)
+        return view
+
+    def _memo(self, key: tuple[int, int, str], make: Callable[..., Any], *args: Any) -> Any:
+        """What reads the memory at an address, made once per address, size and type:
         llama.cpp keeps its sampling buffers between decodes (reallocated rarely), and making
         a view costs more than reading a row's few values right after a decode."""
-        key = (addr, n, typestr)
-        view = self._views.get(key)
-        if view is None:
+        got = self._views.get(key)
+        if got is None:
             if len(self._views) >= 512:  # buffers moved many times: forget the old ones
                 self._views.clear()
-            view = self._views[key] = np.asarray(_Array(addr, n, typestr))
-        return view
+            got = self._views[key] = make(*args)
+        return got
 
     def close(self) -> None:
         if self._ctx is not None:
@@ -231,6 +231,14 @@ def _ints(n: int) -> Any:
     if t is None:
         t = _INTS[n] = ctypes.c_int32 * n
     return t
+
+
+def _float_array(addr: int, n: int) -> Any:
+    return _floats(n).from_address(addr)
+
+
+def _numpy_view(addr: int, n: int, typestr: str) -> npt.NDArray[Any]:
+    return np.asarray(_Array(addr, n, typestr))
 
 
 def _build(lib: Any, spec: SamplerSpec) -> Any:

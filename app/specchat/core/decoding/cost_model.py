@@ -190,20 +190,20 @@ class CostModel(StepCosts):
             r = self.step_ratio.get(o.drafter)
             if r is not None:  # an old slow measurement fades while nothing new comes in
                 self.step_ratio[o.drafter] = 1.0 + (r - 1.0) * 0.97
-        alphas = list(lookup_alphas)
         if self.idle.get(top.drafter, 0) >= self.reprobe_after:
-            k_bare, bare, _ = self._unhosted(top.drafter, alphas, figures)
+            k_bare, bare, _ = self._unhosted(top.drafter, lookup_alphas, figures)
             if bare >= self.margin and self.step_units(top.drafter, k_bare) - 1 <= max_loss:
                 self.idle[top.drafter] = 0
                 name = "lookup" if top.drafter == LOOKUP else "draft model"
                 return Plan(
                     top.drafter, k_bare, bare, Why("auto: re-measuring {} (k={})", name, k_bare)
                 )
-        why = Why(self._plain_reason, top, alphas, figures, max_loss)
+        # (plan() made lookup_alphas for this step: nothing changes it before it is shown)
+        why = Why(self._plain_reason, top, lookup_alphas, figures, max_loss)
         return Plan(None, 0, 1.0, why)
 
     def _unhosted(
-        self, drafter: str, alphas: list[float], figures: Figures | None
+        self, drafter: str, alphas: Sequence[float], figures: Figures | None
     ) -> tuple[int, float, float]:
         """A drafter's best chain priced by the models alone (k, rate), and its rate with
         the host's work but not the steps' measured excess."""
@@ -214,7 +214,7 @@ class CostModel(StepCosts):
         return figures[2], figures[3], figures[4]
 
     def _plain_reason(
-        self, top: Plan, alphas: list[float], figures: Figures | None, max_loss: float
+        self, top: Plan, alphas: Sequence[float], figures: Figures | None, max_loss: float
     ) -> str:
         """Why the best drafter on offer lost to a plain step (formatted when shown)."""
         assert top.drafter is not None
