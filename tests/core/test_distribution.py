@@ -303,6 +303,47 @@ def test_repeat_penalty_sampling_matches_the_target(small_engine: Engine) -> Non
     check("n-gram lookup, T=1.0, repeat penalty 1.1", counts, exact, naive)
 
 
+def test_a_penalised_draft_model_keeps_the_target_distribution(smol_engine: Engine) -> None:
+    """T > 0 with a repeat penalty, drafting with a model: the draft's q is its top-10
+    candidates from llama.cpp's TOP_K chain, penalised and warped on the host as Python lists
+    (drawn in the candidates' own order), the target's p the full distribution patched at the
+    penalised ids. Two drafted tokens a step, SmolLM2 for itself (most drafts accepted, so
+    q's own figures decide most outcomes). The exact distribution is the host warp over the
+    raw rows with each position's own history. A q that is not the distribution the draft
+    token was drawn from ends up outside the bound: at N=500, q at half its weights (drafts
+    accepted too often) gave TV 0.101 against a bound of 0.089, the right q 0.043 (at N=300
+    a uniform q gave 0.138 against 0.106). Power: the target without the penalty sits outside
+    the bound too."""
+    engine = smol_engine
+    n = int(500 * SCALE)
+    params = GenerationParams(
+        temperature=0.7, repeat_penalty=1.3, k_init=2, k_max=2, p_min=0.0, repeat_last_n=64
+    )
+    prompt = engine.prompt_tokens(ECHO)
+    engine.reset_caches()
+    counts, totals = draw(engine, prompt, params, "draft", 3, n)
+    assert totals["drafted"] >= 1.5 * n, "the draft model barely drafted"
+    t = engine.target
+
+    warp = Warp(params, t.n_vocab)
+    plain = Rows(t, prompt, Warp(params.with_(repeat_penalty=1.0), t.n_vocab))
+    cache: dict[tuple[int, ...], dict[int, float]] = {}
+
+    def penalised(prefix: tuple[int, ...]) -> dict[int, float]:
+        if prefix not in cache:
+            plain(prefix)
+            t.truncate(len(prompt) - 1)
+            row = t.decode([prompt[-1], *prefix], logits_for="all")[-1]
+            hist = [*prompt, *prefix][-params.repeat_last_n :]
+            cache[prefix] = probs(warp.dist(row, hist))
+        return cache[prefix]
+
+    exact = exact_joint(penalised, 3, eog_of(t))
+    naive = exact_joint(plain, 3, eog_of(t))
+    engine.reset_caches()
+    check("draft model (SmolLM2 for itself), T=0.7, repeat penalty 1.3", counts, exact, naive)
+
+
 LONG_ECHO = [
     {
         "role": "user",

@@ -216,3 +216,44 @@ def test_the_draft_candidates_warp_as_lists_is_the_arrays_warp(settings: dict) -
         expected = dict(zip(want.ids.tolist(), want.probs.tolist(), strict=True))
         assert dict(zip(got_ids, got_ps, strict=True)) == pytest.approx(expected, rel=1e-9)
         assert got_ps == sorted(got_ps, reverse=True)
+
+
+def test_the_drafts_penalty_window_is_the_last_n_tokens() -> None:
+    """The draft's penalised ids are kept up to date one drafted token at a time (built once
+    per proposal): after every push they must be exactly the ids among the last n tokens, for
+    windows shorter and longer than the history, tokens leaving it that occur again inside it
+    included."""
+    from specchat.core.decoding.draft_model import _Window
+
+    rng = np.random.default_rng(3)
+    for n in (1, 3, 8, 64):
+        for start in (0, 2, 10, 80):
+            hist = [int(x) for x in rng.integers(0, 6, size=start)]
+            ref = list(hist)
+            win = _Window(hist, n)
+            for _ in range(30):
+                assert set(win.ids) == set(ref[-n:])
+                t = int(rng.integers(0, 6))
+                win.push(t)
+                ref.append(t)
+            assert set(win.ids) == set(ref[-n:])
+
+
+def test_a_listed_q_is_the_arrays_q() -> None:
+    """The draft's q kept as Python lists (weights and their sum) answers as a sparse Dist of
+    the same ids and normalised probabilities: `prob` (an id it lacks: 0), `top_prob`, and the
+    numpy ids and probs a residual reads, made when first asked for."""
+    from specchat.core.decoding.dist import ListedDist, residual_sample
+
+    ids, w = [7, 3, 11, 5], [1.0, 0.25, 0.5, 0.125]
+    q = ListedDist(ids, w, sum(w), 20)
+    ref = Dist(ids=np.array(ids, np.int64), probs=np.array(w) / sum(w), n_vocab=20)
+    for t in (*ids, 4):
+        assert q.prob(t) == pytest.approx(ref.prob(t), rel=1e-12)
+    assert q.top_prob() == pytest.approx(ref.top_prob(), rel=1e-12)
+    assert q.ids is not None and q.probs is not None
+    assert q.ids.tolist() == ids and q.probs.tolist() == pytest.approx(ref.probs.tolist())
+    # a residual against a target that puts all its mass on id 3: only 3 can come out
+    p = Dist(ids=np.array([3], np.int64), probs=np.array([1.0]), n_vocab=20)
+    rng = np.random.default_rng(1)
+    assert {residual_sample(p, q, 7, rng) for _ in range(20)} == {3}

@@ -8,6 +8,8 @@ one block: nothing is sorted over the vocabulary, nothing is written into the we
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
@@ -88,6 +90,37 @@ class Dist:
             w = np.concatenate([self.fix_w[keep], w])
         order = np.argsort(ids)
         return Dist(w=self.w, total=total, n_vocab=self.n_vocab, fix_ids=ids[order], fix_w=w[order])
+
+
+class ListedDist(Dist):
+    """A few ids and their weights (summing to `total`) kept as Python lists: the draft
+    model's q over its ten candidates, made once per drafted token right after a decode, when
+    each numpy call costs ~10 us. `prob` and `top_prob` read the lists; the numpy `ids` and
+    normalised `probs` of a sparse Dist are made only when first asked for (a residual after a
+    rejection)."""
+
+    __slots__ = ("_lids", "_lw", "_lt")
+
+    def __init__(self, ids: list[int], weights: list[float], total: float, n_vocab: int) -> None:
+        self._lids, self._lw, self._lt = ids, weights, total
+        self.w, self.total, self.n_vocab, self.fix_ids, self.fix_w = None, 1.0, n_vocab, None, None
+
+    def __getattr__(self, name: str) -> Any:
+        # only for the two slots left unset until they are asked for
+        if name == "ids" or name == "probs":
+            self.ids = np.array(self._lids, dtype=np.int64)
+            self.probs = np.array(self._lw, dtype=np.float64) / self._lt
+            return getattr(self, name)
+        raise AttributeError(name)
+
+    def prob(self, token: int) -> float:
+        try:
+            return self._lw[self._lids.index(token)] / self._lt
+        except ValueError:
+            return 0.0
+
+    def top_prob(self) -> float:
+        return max(self._lw) / self._lt
 
 
 # -- drawing tokens ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from specchat.core.decoding.backend_sampler import TOP_K
 from specchat.core.decoding.candidates import penalised as pen_value
-from specchat.core.decoding.dist import Dist, sample, sample_listed
+from specchat.core.decoding.dist import Dist, ListedDist, sample, sample_listed
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp_listed
@@ -89,12 +89,14 @@ class ModelDrafter:
         sampled = warp is not None and not warp.greedy
         penalised = warp is not None and warp.penalises
         hist = list(context[-history_tail:]) if penalised else []
+        listed = backend is not None and backend.kind == TOP_K
+        pen = _Window(hist, warp.last_n) if listed and penalised and warp is not None else None
         tokens: list[int] = []
         qs: list[Dist] = []
         for i in range(k):
-            if backend is not None and backend.kind == TOP_K:
+            if listed:
                 assert warp is not None or not sampled
-                got = self._from_top(warp, hist, p_min, rng if sampled else None)
+                got = self._from_top(warp, pen, p_min, rng if sampled else None)
                 if got is None:
                     break
                 t, q = got
@@ -120,7 +122,9 @@ class ModelDrafter:
                 if p_min > 0.0 and confidence(z, t) < p_min:
                     break
             tokens.append(t)
-            if penalised:
+            if pen is not None:
+                pen.push(t)
+            elif penalised:
                 hist.append(t)
             if i + 1 < k and not rt.is_eog(t):
                 row = rt.decode([t], logits_for="last")
@@ -143,34 +147,39 @@ class ModelDrafter:
         if total <= 0.0 or max(ps) < p_min * total:
             return None
         t = sample_listed(cands, ps, total, rng)
-        q = Dist(
-            ids=np.array(cands, dtype=np.int64),
-            probs=np.array(ps, dtype=np.float64) / total,
-            n_vocab=rt.n_vocab,
-        )
-        return t, q
+        return t, ListedDist(cands, ps, total, rt.n_vocab)
 
     def _from_top(
-        self, warp: Warp | None, hist: list[int], p_min: float, rng: np.random.Generator | None
+        self,
+        warp: Warp | None,
+        pen: _Window | None,
+        p_min: float,
+        rng: np.random.Generator | None,
     ) -> tuple[int, Dist | None] | None:
         """The next draft token from the draft's top candidates (llama.cpp's TOP_K chain), the
-        repeat penalty applied to them on the host; None when the draft is not confident.
-        `rng`: sampled (q is the warp over the candidates), else greedy."""
+        repeat penalty (the ids in `pen`) applied to them on the host; None when the draft is
+        not confident. `rng`: sampled (q is the warp over the candidates), else greedy."""
         cands, logits = self.rt.sampler.top(-1)
-        if hist and warp is not None:
-            pen, f = set(hist[-warp.last_n :]), warp.penalty
+        if pen is not None and warp is not None:
+            held, f = pen.ids, warp.penalty
             logits = [
-                pen_value(v, f) if c in pen else v for c, v in zip(cands, logits, strict=True)
+                pen_value(v, f) if c in held else v for c, v in zip(cands, logits, strict=True)
             ]
         if rng is not None:
             assert warp is not None
-            ids, ps = sparse_warp_listed(warp, cands, logits)
-            if ps[0] < p_min:
+            if warp.cuts(len(cands)):
+                ids, ps = sparse_warp_listed(warp, cands, logits)
+                if ps[0] < p_min:
+                    return None
+                return sample_listed(ids, ps, 1.0, rng), ListedDist(ids, ps, 1.0, warp.n_vocab)
+            # nothing truncated: the candidates' softmax at T, drawn in their own order
+            top, inv = max(logits), 1.0 / warp.temperature
+            w = [math.exp((x - top) * inv) for x in logits]
+            total = sum(w)
+            if total * p_min > 1.0:  # the best candidate's weight is 1
                 return None
-            q = Dist(
-                ids=np.array(ids, np.int64), probs=np.array(ps, np.float64), n_vocab=warp.n_vocab
-            )
-            return sample_listed(ids, ps, 1.0, rng), q
+            t = sample_listed(cands, w, total, rng)
+            return t, ListedDist(cands, w, total, warp.n_vocab)
         top = max(logits)
         if p_min > 0.0 and 1.0 / sum([math.exp(x - top) for x in logits]) < p_min:
             return None
@@ -182,3 +191,29 @@ class ModelDrafter:
             return
         self._ema = 0.7 * self._ema + 0.3 * accepted
         self.k = max(1, min(self.k_max, math.ceil(self._ema) + 1))
+
+
+class _Window:
+    """The ids among the last `n` tokens of a growing history, kept up to date one token at a
+    time (the draft's repeat penalty: built once per proposal, not once per drafted token)."""
+
+    __slots__ = ("_hist", "_n", "_count", "ids")
+
+    def __init__(self, history: list[int], n: int) -> None:
+        self._hist, self._n = history, n
+        self._count: dict[int, int] = {}
+        for t in history[-n:]:
+            self._count[t] = self._count.get(t, 0) + 1
+        self.ids = self._count.keys()  # a live view: `in` is a dict look-up
+
+    def push(self, token: int) -> None:
+        hist, count = self._hist, self._count
+        hist.append(token)
+        count[token] = count.get(token, 0) + 1
+        if len(hist) > self._n:
+            old = hist[-self._n - 1]
+            left = count[old] - 1
+            if left:
+                count[old] = left
+            else:
+                del count[old]

@@ -55,6 +55,10 @@ class Warp:
     def penalises(self) -> bool:
         return self.penalty != 1.0 and self.last_n > 0
 
+    def cuts(self, n: int) -> bool:
+        """Whether top-k, top-p or min-p may drop some of `n` candidates."""
+        return 0 < self.top_k < n or self.top_p < 1.0 or self.min_p > 0.0
+
     def buffer(self, slot: int) -> npt.NDArray[np.float32]:
         """Dense weight buffer `slot` (allocated on first use)."""
         while len(self._bufs) <= slot:
