@@ -166,9 +166,13 @@ def test_full_distribution_patch_matches_the_warp(small_engine: Engine) -> None:
     assert want.w is not None
     p_want = want.w[ids] / want.total
     p_got = got.weights_at(ids) / got.total
+    # one token's probability, as an acceptance test reads it (the patch's own lists)
+    probe = [*hist[-8:], int(p_want.argmax()), int(np.argsort(p_want)[-2]), 0]
+    one = [got.prob(t) for t in probe]
     rt.use_sampler(None)
     engine.reset_caches()
     assert np.abs(p_want - p_got).sum() < 2e-3
+    assert one == pytest.approx([float(p_want[t]) for t in probe], abs=1e-4)
     assert isinstance(got, Dist)
 
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specchat.core.decoding.backend_sampler import DIST, TOP_K, BackendSampler, SamplerSpec
-from specchat.core.decoding.dist import Dist
+from specchat.core.decoding.dist import Dist, PatchedRow
 from specchat.core.decoding.sampling import Warp, sparse_warp
 from specchat.core.types import GenerationParams, Top2
 
@@ -120,7 +120,7 @@ class HostFix:
         out on Python floats: a few dozen ids, where numpy's calls cost most right after a
         decode."""
         n = self.n_vocab
-        ids = sorted({t for t in hist[-self.last_n :] if 0 <= t < n}) if self.penalty != 1.0 else []
+        ids = list({t for t in hist[-self.last_n :] if 0 <= t < n}) if self.penalty != 1.0 else []
         if not ids:
             return Dist(w=self.sampler.probs(i)[1], total=1.0, n_vocab=n)
         temp, f = self.warp.temperature, self.penalty
@@ -131,10 +131,4 @@ class HostFix:
             w = old * math.exp(penalised(zt * temp, f) / temp - zt)
             new.append(w)
             gained += w - old
-        return Dist(
-            w=probs,
-            total=1.0 + gained,
-            n_vocab=n,
-            fix_ids=np.array(ids, np.int64),
-            fix_w=np.array(new, np.float64),
-        )
+        return PatchedRow(probs, 1.0 + gained, n, ids, new)

@@ -123,6 +123,45 @@ class ListedDist(Dist):
         return max(self._lw) / self._lt
 
 
+class PatchedRow(Dist):
+    """A dense distribution over weights that are llama.cpp's (only read), with the patch at
+    a few ids kept as Python lists (a row's penalised ids, worked out right after a decode):
+    `weight` reads the lists (an acceptance test needs one token's), and the sorted numpy
+    `fix_ids` and `fix_w` of a patched Dist are made only when first asked for (a draw over
+    the whole row, a residual)."""
+
+    __slots__ = ("_pids", "_pw")
+
+    def __init__(
+        self,
+        w: npt.NDArray[np.float32],
+        total: float,
+        n_vocab: int,
+        ids: list[int],
+        new: list[float],
+    ) -> None:
+        self.w, self.total, self.n_vocab, self.ids, self.probs = w, total, n_vocab, None, None
+        self._pids, self._pw = ids, new
+
+    def __getattr__(self, name: str) -> Any:
+        # only for the two slots left unset until they are asked for
+        if name == "fix_ids" or name == "fix_w":
+            ids = np.array(self._pids, dtype=np.int64)
+            order = np.argsort(ids)
+            self.fix_ids = ids[order]
+            self.fix_w = np.array(self._pw, dtype=np.float64)[order]
+            return getattr(self, name)
+        raise AttributeError(name)
+
+    def weight(self, token: int) -> float:
+        try:
+            return self._pw[self._pids.index(token)]
+        except ValueError:
+            w = self.w
+            assert w is not None
+            return float(w[token]) if 0 <= token < self.n_vocab else 0.0
+
+
 # -- drawing tokens ---------------------------------------------------------------------------
 def sample(dist: Dist, rng: np.random.Generator) -> int:
     if dist.ids is None:
