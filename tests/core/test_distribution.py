@@ -282,8 +282,17 @@ def test_repeat_penalty_sampling_matches_the_target(small_engine: Engine) -> Non
     counts, totals = draw(engine, prompt, params, "lookup", 2, n)
     assert totals["drafted"] >= 0.3 * n, "lookup barely drafted"
     assert totals["drafted"] - totals["accepted"] >= 0.05 * n, "too few rejections"
-    t = engine.target
+    exact, naive = penalised_joint(engine.target, prompt, params, 2)
+    engine.reset_caches()
+    check("n-gram lookup, T=1.0, repeat penalty 1.1", counts, exact, naive)
 
+
+def penalised_joint(
+    t: ModelRuntime, prompt: list[int], params: GenerationParams, length: int
+) -> tuple[dict[tuple[int, ...], float], dict[tuple[int, ...], float]]:
+    """The exact joint of the first `length` tokens with the repeat penalty (the host warp over
+    the raw rows, each position with its own history: the prompt's tail and the tokens before
+    it), and the same target's without the penalty (the power check's reference)."""
     warp = Warp(params, t.n_vocab)
     plain = Rows(t, prompt, Warp(params.with_(repeat_penalty=1.0), t.n_vocab))
     cache: dict[tuple[int, ...], dict[int, float]] = {}
@@ -297,10 +306,7 @@ def test_repeat_penalty_sampling_matches_the_target(small_engine: Engine) -> Non
             cache[prefix] = probs(warp.dist(row, hist))
         return cache[prefix]
 
-    exact = exact_joint(penalised, 2, eog_of(t))
-    naive = exact_joint(plain, 2, eog_of(t))
-    engine.reset_caches()
-    check("n-gram lookup, T=1.0, repeat penalty 1.1", counts, exact, naive)
+    return exact_joint(penalised, length, eog_of(t)), exact_joint(plain, length, eog_of(t))
 
 
 def test_a_penalised_draft_model_keeps_the_target_distribution(smol_engine: Engine) -> None:
@@ -323,23 +329,7 @@ def test_a_penalised_draft_model_keeps_the_target_distribution(smol_engine: Engi
     engine.reset_caches()
     counts, totals = draw(engine, prompt, params, "draft", 3, n)
     assert totals["drafted"] >= 1.5 * n, "the draft model barely drafted"
-    t = engine.target
-
-    warp = Warp(params, t.n_vocab)
-    plain = Rows(t, prompt, Warp(params.with_(repeat_penalty=1.0), t.n_vocab))
-    cache: dict[tuple[int, ...], dict[int, float]] = {}
-
-    def penalised(prefix: tuple[int, ...]) -> dict[int, float]:
-        if prefix not in cache:
-            plain(prefix)
-            t.truncate(len(prompt) - 1)
-            row = t.decode([prompt[-1], *prefix], logits_for="all")[-1]
-            hist = [*prompt, *prefix][-params.repeat_last_n :]
-            cache[prefix] = probs(warp.dist(row, hist))
-        return cache[prefix]
-
-    exact = exact_joint(penalised, 3, eog_of(t))
-    naive = exact_joint(plain, 3, eog_of(t))
+    exact, naive = penalised_joint(engine.target, prompt, params, 3)
     engine.reset_caches()
     check("draft model (SmolLM2 for itself), T=0.7, repeat penalty 1.3", counts, exact, naive)
 
