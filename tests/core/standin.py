@@ -57,7 +57,7 @@ class StandIn:
         self.can_rollback = can_rollback
         self.fail_partial_erase = False  # force llama.cpp's "cannot erase part" answer
         self.sampler = _NoBackendSampler()
-        self.info = SimpleNamespace(model_name="stand-in")
+        self.info = SimpleNamespace(model_name="stand-in", display_name="stand-in")
         self.path = Path("stand-in.gguf")
         self.decoded: list[list[int]] = []  # every decode call's tokens
 

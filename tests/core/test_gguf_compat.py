@@ -153,6 +153,43 @@ def test_valid_file_parses(model_path: Path) -> None:
     assert info.data_end <= info.file_size
 
 
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("Qwen2.5 Coder 0.5B Instruct AWQ", "Qwen2.5 Coder 0.5B Instruct"),
+        ("Qwen2.5 Coder 1.5B Instruct GGUF", "Qwen2.5 Coder 1.5B Instruct"),
+        ("Llama 3.1 8B Instruct Q4_K_M GGUF", "Llama 3.1 8B Instruct"),
+        ("Mistral 7B v0.3 (GGUF)", "Mistral 7B v0.3"),
+        ("Gemma 2 9b it bf16", "Gemma 2 9b it"),
+        ("Tiny IQ3_XXS", "Tiny"),
+        ("Some Model 4bit", "Some Model"),
+        # the model's own words stay, sizes and versions included
+        ("Qwen2.5 7B Instruct 1M", "Qwen2.5 7B Instruct 1M"),
+        ("Phi 3 mini 4k instruct", "Phi 3 mini 4k instruct"),
+        ("Qwen3 4B", "Qwen3 4B"),
+        ("GGUF", None),  # nothing left: the file name is shown
+    ],
+)
+def test_the_name_shown_drops_packaging_words(
+    model_path: Path, name: str, shown: str | None
+) -> None:
+    """`general.name` shown without the format and quantisation words an uploader left at its
+    end (the default draft's file says "... AWQ" though it is a Q4_K_M GGUF)."""
+    info = info_with(read_gguf_info(model_path), **{"general.name": name})
+    assert info.model_name == name
+    assert info.display_name == shown
+
+
+def test_the_default_pair_is_shown_by_its_models_names(model_paths: tuple[Path, Path]) -> None:
+    """The real files: the draft's metadata names it "... AWQ", the target's "... GGUF"."""
+    target, draft = (read_gguf_info(p) for p in model_paths)
+    assert draft.model_name is not None and draft.model_name.endswith("AWQ")
+    assert (target.display_name, draft.display_name) == (
+        "Qwen2.5 Coder 1.5B Instruct",
+        "Qwen2.5 Coder 0.5B Instruct",
+    )
+
+
 def test_agrees_with_reference_reader(model_path: Path) -> None:
     info = read_gguf_info(model_path)
     ref = gguf.GGUFReader(model_path)

@@ -244,7 +244,7 @@ class Decoder:
                 self.model = None  # Auto can still use lookup
                 blocked = None
         if blocked is not None:
-            name = blocked.info.model_name or blocked.path.stem
+            name = blocked.info.display_name or blocked.path.stem
             self.stats.note = NO_ROLLBACK_NOTE.format(name=name)
             self.mode = Mode.OFF
             self.stats.mode = Mode.OFF.value

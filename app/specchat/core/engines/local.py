@@ -173,7 +173,7 @@ class Engine(OneReplyAtATime):
                 return None
             return LoadedModelInfo(
                 rt.path,
-                rt.info.model_name or rt.path.stem,
+                rt.info.display_name or rt.path.stem,
                 rt.info.quantization,
                 rt.size_bytes,
                 rt.n_ctx,

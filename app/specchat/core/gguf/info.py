@@ -5,6 +5,7 @@ tensors) and :class:`TensorInfo`, plus the two errors of the reader in
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +87,17 @@ class GGUFInfo:
     @property
     def model_name(self) -> str | None:
         return _as_str(self.metadata.get("general.name"))
+
+    @property
+    def display_name(self) -> str | None:
+        """`general.name` as a person reads it: without the packaging and quantisation words
+        an uploader left at its end ("Qwen2.5 Coder 0.5B Instruct AWQ" for a Q4_K_M GGUF,
+        "... GGUF"), which the file's own format and type contradict or repeat. None when
+        nothing is left (the caller shows the file name)."""
+        words = (self.model_name or "").split()
+        while words and _PACKAGING.fullmatch(words[-1].strip("()[]-_")):
+            words.pop()
+        return " ".join(words) or None
 
     @property
     def quantization(self) -> str | None:
@@ -203,6 +215,14 @@ class GGUFInfo:
     @property
     def chat_template(self) -> str | None:
         return _as_str(self.metadata.get("tokenizer.chat_template"))
+
+
+# a word naming a file format or a quantisation, not the model: GGUF, AWQ, GPTQ, EXL2, MLX, the
+# bit widths, and llama.cpp's types (Q4_K_M, IQ3_XXS, Q8_0, F16, BF16, ...)
+_PACKAGING = re.compile(
+    r"(?i)gguf|ggml|awq|gptq|exl2|mlx|bnb|int[48]|[0-9]+-?bits?|fp(16|32|8)|b?f(16|32)"
+    r"|i?q[0-9]+(_[0-9a-z]+)*"
+)
 
 
 def _as_str(value: Any) -> str | None:
