@@ -105,6 +105,11 @@ def test_gpu_like_costs_choose_the_draft_model() -> None:
     plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=4)
     assert (plan.drafter, plan.k) == (DRAFT, 1)
     assert plan.speedup == pytest.approx(1.6 / 1.35)
+    # a reply that can risk a twentieth of a step has room for no draft: the reason says so,
+    # with the rate the draft model would have without that budget (k = 1: 1.6 / 1.35)
+    tight = cm.plan(lookup_classes=[], draft_ok=True, max_k=4, max_loss=0.05)
+    assert tight.drafter is None
+    assert "draft model would run at 1.19x, but a refused draft" in tight.reason, tight.reason
 
 
 def test_a_draft_model_far_from_paying_is_priced_again_once_it_has_drafted() -> None:

@@ -202,7 +202,17 @@ def test_no_draft_can_lose_more_than_the_replys_budget() -> None:
         assert longest_within(cm, budget, 16) == max(fitting)  # the decoder's walk limit
     assert plan(cm, 1.7).k < plan(cm, 3.0).k < plan(cm, 9.0).k < free.k
     nothing = plan(cm, 0.5)  # a 2-token verification costs 1.73
-    assert nothing.drafter is None and "this reply may risk 0.5 steps" in nothing.reason
+    # the reason blames the budget and shows the rate the draft would have without it
+    assert nothing.drafter is None
+    assert f"lookup would run at {free.speedup:.2f}x, but a refused draft" in nothing.reason
+    assert "the 0.5 steps this reply can still risk" in nothing.reason
+    # a draft that loses on its own rate is not said to lose to the budget
+    poor = cm.plan(
+        lookup_classes=[], lookup_alphas=[0.2] * 16, draft_ok=False, max_k=16, max_loss=9.0
+    )
+    rate = cm.best_chain(LOOKUP, [0.2] * 16)[1]
+    assert poor.drafter is None and rate < 1.0
+    assert poor.reason == f"auto: plain decoding (lookup would run at {rate:.2f}x)", poor.reason
     assert plan(planner(CostCurve.flat()), 0.1).k == 16
 
 

@@ -21,8 +21,14 @@ from specchat.core.decoding.step_costs import INF, StepCosts
 
 FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
 HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
-RISKY = "{}; this reply may risk {:.1f} steps (risk.py)"
-Figures = tuple[int, float, int, float, float, float]  # the draft model's, see _draft_figures
+RISKY = (
+    "{} would run at {:.2f}x, but a refused draft could lose more than the {:.1f} steps this"
+    " reply can still risk"
+)
+# the draft model's (see _draft_figures): k, rate; the models' own k, rate; the rate with host
+# work; the untried model's hopeful rate; and what the rate without a risk budget is priced from
+# (draft length, acceptance, lag)
+Figures = tuple[int, float, int, float, float, float, tuple[int, float, int]]
 STEPS_SLOWER = ": its steps measured {:.2f}x slower than their parts predict"
 
 
@@ -165,7 +171,7 @@ class CostModel(StepCosts):
         if self.draft_trials < 3:
             hope = min(1.0, a.mean + a.doubt(a.mean))
             hopeful = self.best_chain(DRAFT, [hope] * dk, lag, max_loss=max_loss)[1]
-        figures = (k, gain, k_bare, bare, hosted, hopeful)
+        figures = (k, gain, k_bare, bare, hosted, hopeful, (dk, a.mean, lag))
         far = max(gain, bare, hosted, hopeful) < FAR * self.margin
         self._draft_memo = (key, FAR_STEPS if far else 0, lag, figures)
         return figures
@@ -213,18 +219,31 @@ class CostModel(StepCosts):
         assert figures is not None
         return figures[2], figures[3], figures[4]
 
+    def _unbounded(self, drafter: str, alphas: Sequence[float], figures: Figures | None) -> float:
+        """A drafter's rate as Auto prices it (host work and measured excess included) with no
+        risk budget."""
+        if drafter == LOOKUP:
+            return self.best_chain(LOOKUP, alphas)[1]
+        assert figures is not None
+        dk, mean, lag = figures[6]
+        return self.best_chain(DRAFT, [mean] * dk, lag)[1]
+
     def _plain_reason(
         self, top: Plan, alphas: Sequence[float], figures: Figures | None, max_loss: float
     ) -> str:
-        """Why the best drafter on offer lost to a plain step (formatted when shown)."""
+        """Why the best drafter on offer lost to a plain step (formatted when shown): the risk
+        budget alone, the host's work, the steps' measured excess, or the models' own rate.
+        The rate shown is the one without the budget (a draft the budget rules out entirely
+        has none of its own)."""
         assert top.drafter is not None
         name = "lookup" if top.drafter == LOOKUP else "draft model"
+        rate = self._unbounded(top.drafter, alphas, figures)
+        if max_loss < INF and rate >= self.margin:
+            return "auto: plain decoding (" + RISKY.format(name, rate, max_loss) + ")"
         _, bare, hosted = self._unhosted(top.drafter, alphas, figures)
         why: Why | str = ""
         if bare >= self.margin and hosted < self.margin and self.host is not None:
             why = Why(HOST_OUTWEIGHS, self.host * 1000, bare)
         elif hosted >= self.margin:
             why = Why(STEPS_SLOWER, self.step_ratio.get(top.drafter, 1.0))
-        if max_loss < INF:
-            why = Why(RISKY, why, max_loss)
-        return f"auto: plain decoding ({name} would run at {top.speedup:.2f}x{why})"
+        return f"auto: plain decoding ({name} would run at {rate:.2f}x{why})"
