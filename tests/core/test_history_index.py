@@ -123,6 +123,8 @@ def test_the_saved_conversations_feed_the_index(tmp_path: Path) -> None:
     assert result.conversations == 1 and not result.cancelled
     assert index.documents == 3  # the system prompt and both messages
     assert index.n_tokens == len("You are terse.") + len("Fix this:\n" + code) + len(code)
+    # the status bar's line counts in words ("1 conversation", not "1 conversations")
+    assert result.summary().startswith(f"lookup history: 1 conversation, {index.n_tokens:,} tokens")
     # a new conversation typing the function again drafts the rest of it from the history
     typed = tokenize(code)
     drafts = [index.propose(typed[:i], 8) for i in range(GRAM, len(typed))]

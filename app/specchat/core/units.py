@@ -1,6 +1,6 @@
-"""How SpecChat writes sizes and durations for people: one formatter each, used everywhere
-(CLI, window, messages). Sizes are decimal (1 GB = 10^9 bytes), like the file sizes that
-operating systems and the Hugging Face Hub show."""
+"""How SpecChat writes sizes, durations and counts for people: one formatter each, used
+everywhere (CLI, window, messages). Sizes are decimal (1 GB = 10^9 bytes), like the file sizes
+that operating systems and the Hugging Face Hub show."""
 
 from __future__ import annotations
 
@@ -27,3 +27,8 @@ def format_duration(seconds: float | None) -> str:
     h, rem = divmod(s, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def format_count(n: int, word: str) -> str:
+    """1 conversation, 0 conversations, 12,345 tokens (`word` is the singular; an s is added)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

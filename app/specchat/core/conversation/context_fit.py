@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specchat.core.units import format_count
+
 __all__ = [
     "CLI_ADVICE",
     "WINDOW_ADVICE",
@@ -62,10 +64,6 @@ def reply_room(n_ctx: int, max_tokens: int) -> int:
     return max(1, min(max_tokens, n_ctx // 4))
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def fit_messages(
     messages: Sequence[Message],
     count: Counter,
@@ -109,10 +107,10 @@ def fit_messages(
     dropped = turns[:start]
     exchanges = sum(1 for m in dropped if m.get("role") == "user")
     notice = (
-        f"Left out the {_plural(len(dropped), 'oldest message')} "
-        f"({_plural(exchanges, 'exchange')}) so that the conversation fits the {n_ctx:,}-token "
-        f"context: the model no longer sees them (they stay in the history). To keep them, "
-        f"{advice.restart} with a summary, or {advice.larger}."
+        f"Left out the {format_count(len(dropped), 'oldest message')} "
+        f"({format_count(exchanges, 'exchange')}) so that the conversation fits the "
+        f"{n_ctx:,}-token context: the model no longer sees them (they stay in the history). "
+        f"To keep them, {advice.restart} with a summary, or {advice.larger}."
     )
     return Fitted(system + turns[start:], tokens, n_ctx, len(dropped), dropped, notice)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from specchat.core.decoding.history_index import HistoryIndex
 from specchat.core.state.history import History
+from specchat.core.units import format_count
 
 __all__ = ["FeedResult", "feed_history", "history_texts"]
 
@@ -32,7 +33,8 @@ class FeedResult:
 
     def summary(self) -> str:
         return (
-            f"lookup history: {self.conversations:,} conversations, {self.tokens:,} tokens, "
+            f"lookup history: {format_count(self.conversations, 'conversation')}, "
+            f"{format_count(self.tokens, 'token')}, "
             f"{self.bytes_used / 2**20:.1f} MiB, built in {self.seconds:.1f} s"
         )
 

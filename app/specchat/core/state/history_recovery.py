@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specchat.core.units import format_count
+
 __all__ = ["HistoryRecovery", "Salvage", "is_damage", "move_aside", "salvage"]
 
 _DAMAGE_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
@@ -51,8 +53,8 @@ class HistoryRecovery:
     def message(self) -> str:
         if self.conversations or self.messages:
             got = (
-                f"{_plural(self.conversations, 'conversation')} with "
-                f"{_plural(self.messages, 'message')} were recovered from it"
+                f"{format_count(self.conversations, 'conversation')} with "
+                f"{format_count(self.messages, 'message')} were recovered from it"
             )
             fresh = "a new history was started"
         else:
@@ -62,10 +64,6 @@ class HistoryRecovery:
             f"The conversation history ({self.path}) was damaged and could not be opened "
             f"({self.reason}). It was kept as {self.backup} and {fresh}; {got}."
         )
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 @dataclass
