@@ -236,6 +236,9 @@ def test_stats_summary() -> None:
     record.update(finish_reason="cancelled", ttft_s=0.25, target="big.gguf")
     long = stats_summary(record, long=True)
     assert "stopped" in long and "first token 250 ms" in long and "target big.gguf" in long
+    assert "20 tokens" in long
+    one = {"mode": "off", "tokens": 1, "tokens_per_s": 4.0, "ttft_s": 0.25}
+    assert "· 1 token" in stats_summary(one, long=True)  # not "1 tokens"
     off = {"mode": "off", "tokens": 11, "tokens_per_s": 10.0}
     assert stats_summary(off) == "speculation off · 10.0 tok/s"
     # a full record as saved today reads the same

@@ -30,6 +30,7 @@ from specchat.core.types import (
     TokenEvent,
     params_from,
 )
+from specchat.core.units import format_count
 
 MODES = [m.value for m in Mode]
 
@@ -73,7 +74,7 @@ def params_from_args(args: argparse.Namespace) -> GenerationParams:
 
 
 def stats_line(st: GenerationStats, notices: Sequence[str] = ()) -> str:
-    parts = [f"mode {st.mode}", f"{st.tokens} tokens", f"{st.tokens_per_s:.1f} tok/s"]
+    parts = [f"mode {st.mode}", format_count(st.tokens, "token"), f"{st.tokens_per_s:.1f} tok/s"]
     parts.append(f"first token {st.ttft_s * 1000:.0f} ms")
     if st.acceptance_rate is not None:
         parts.append(f"accepted {st.accepted}/{st.drafted} ({st.acceptance_rate:.0%})")

@@ -25,6 +25,7 @@ from specchat.core.engines.local import Engine, Message
 from specchat.core.machine.busy import CpuMeter, CpuUse
 from specchat.core.reply import Reply
 from specchat.core.types import GenerationParams, GenerationStats, Mode, TokenEvent
+from specchat.core.units import format_count
 
 OnEvent = Callable[[str, TokenEvent], None]  # (pass name: "off" | "on", event)
 Cancel = threading.Event | Callable[[], bool] | None
@@ -223,7 +224,7 @@ def find_divergence(
     if index >= n:
         shorter = "off" if len(a) < len(b) else on.mode
         explanation = (
-            f"the {shorter} reply ended after {n} tokens "
+            f"the {shorter} reply ended after {format_count(n, 'token')} "
             f"({off.finish_reason} vs {on.finish_reason}); the tokens before are identical"
         )
     elif params.temperature > 0:

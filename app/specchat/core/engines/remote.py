@@ -32,6 +32,7 @@ from specchat.core.remote.probe import ServerInfo, probe_server, refresh_llama_c
 from specchat.core.remote.request import CHAT_PATH, ChatRequest, build_request
 from specchat.core.remote.response import reply_body
 from specchat.core.types import FinishReason, GenerationParams, Mode, TokenEvent
+from specchat.core.units import format_count
 
 __all__ = ["RemoteEngine", "RemoteModelInfo"]
 
@@ -183,7 +184,8 @@ class RemoteEngine(OneReplyAtATime):
                     yield asm.finish_event(FinishReason.CANCELLED)
                     return
                 raise
-            problem = f"{exc}; after {asm.stats.tokens} tokens: the partial reply is kept"
+            after = format_count(asm.stats.tokens, "token")
+            problem = f"{exc}; after {after}: the partial reply is kept"
             log.info("remote reply failed mid-stream: %s", exc)
         if cancel():
             yield asm.finish_event(FinishReason.CANCELLED)
@@ -191,7 +193,7 @@ class RemoteEngine(OneReplyAtATime):
         if not problem and asm.finish is None:
             problem = (
                 f"{self.config.label} ended the stream without finishing the reply, after "
-                f"{asm.stats.tokens} tokens: the partial reply is kept"
+                f"{format_count(asm.stats.tokens, 'token')}: the partial reply is kept"
             )
         if problem:
             yield asm.finish_event(FinishReason.ERROR, problem=problem)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.state.history import History
+from specchat.core.units import format_count
 
 UNDO_MS = 10_000
 POLL_MS = 1_500  # how often the list looks for changes made by another window
@@ -95,7 +96,7 @@ class ConversationList(QWidget):
         for conv in self.history.conversations(self.search.text()):
             item = QListWidgetItem(conv.title)
             item.setData(Qt.ItemDataRole.UserRole, conv.id)
-            item.setToolTip(f"{conv.title}\n{conv.message_count} messages")
+            item.setToolTip(f"{conv.title}\n{format_count(conv.message_count, 'message')}")
             self.list.addItem(item)
             if conv.id == self.current:
                 item.setSelected(True)

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from specchat.core.hub.client import HubClient, RemoteModel, RepoSummary
 from specchat.core.placement.memory_plan import MachineMemory, file_fit
-from specchat.core.units import format_bytes
+from specchat.core.units import format_bytes, format_count
 from specchat.gui.models.common import BAD, FIT_TEXT, WARN, colored
 from specchat.gui.threads.tasks import TaskRunner
 from specchat.gui.widgets import button_row, selectable_label, setup_table
@@ -92,7 +92,7 @@ class HubTab(QWidget):
         def found(repos: list[RepoSummary]) -> None:
             self.search_button.setEnabled(True)
             for r in repos:
-                downloads = f"{r.downloads:,} downloads" if r.downloads is not None else ""
+                downloads = format_count(r.downloads, "download") if r.downloads is not None else ""
                 item = QListWidgetItem(f"{r.repo_id}\n{downloads}")
                 item.setData(Qt.ItemDataRole.UserRole, r.repo_id)
                 self.results.addItem(item)

@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
 from specchat.core.bench.compare import CompareResult, PassResult
 from specchat.core.reply import Reply
 from specchat.core.types import TokenEvent
+from specchat.core.units import format_count
 from specchat.gui.chat.render import append_text, theme_for
 from specchat.gui.stats.stats_text import (
     NONE,
@@ -192,4 +193,4 @@ class Pane(QWidget):
     def show_live(self) -> None:
         st = self.reply.stats
         if st is not None:
-            self.live.setText(f"{st.tokens} tokens · {st.tokens_per_s:.1f} tok/s")
+            self.live.setText(f"{format_count(st.tokens, 'token')} · {st.tokens_per_s:.1f} tok/s")

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from specchat.core.types import GenerationStats, Mode
+from specchat.core.units import format_count
 
 MODE_LABELS: dict[str, str] = {
     "off": "Off",
@@ -69,7 +70,7 @@ def stats_summary(record: Mapping[str, Any], long: bool = False) -> str:
             parts.append(f"mean accepted length {mal:.2f}")
         if st.tokens:
             parts.append(f"first token {ttft_text(st)}")
-        parts.append(f"{st.tokens} tokens")
+        parts.append(format_count(st.tokens, "token"))
         for key in ("target", "draft"):
             if record.get(key):
                 parts.append(f"{key} {record[key]}")
