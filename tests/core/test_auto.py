@@ -87,6 +87,12 @@ def test_slow_draft_model_is_never_chosen_on_a_cpu() -> None:
     assert "would run at" in plan.reason
     k, gain = cm.best_chain(DRAFT, [cm.acceptance(DRAFT)] * 8)
     assert k == 0 and gain < 1.0
+    # Draft mode (the user's choice) says so at the reply's end, with the measured figures
+    note = cm.draft_mode_note(8)
+    assert note.startswith("draft model: a drafted token costs 0.58 of a target token"), note
+    assert f"at {cm.acceptance(DRAFT):.0%} acceptance" in note
+    assert f"about {gain:.2f}x of plain decoding at best; Auto would not use it" in note
+    assert CostModel().draft_mode_note(8) == ""  # nothing timed yet: nothing to say
 
 
 def test_gpu_like_costs_choose_the_draft_model() -> None:
@@ -100,6 +106,7 @@ def test_gpu_like_costs_choose_the_draft_model() -> None:
     plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=4)
     assert (plan.drafter, plan.k) == (DRAFT, 2)
     assert plan.speedup == pytest.approx(1.4)
+    assert cm.draft_mode_note(4).startswith("draft model: est. 1.40x of plain decoding at best")
     # twice as dear a draft: 1.6 / 1.35 = 1.185; 1.96 / 1.7 = 1.153; ...: k = 1
     cm.draft_token = 0.006
     plan = cm.plan(lookup_classes=[], draft_ok=True, max_k=4)

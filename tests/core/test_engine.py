@@ -176,6 +176,8 @@ def test_greedy_speculation_follows_the_target(engine: Engine, mode: str) -> Non
     divergence_report(off, spec)
     if mode == "auto":
         assert st.note.startswith("auto:"), st.note
+    if mode == "draft":  # what the draft model is worth here, from this reply's measurements
+        assert st.note.startswith("draft model:") and "of a target token" in st.note, st.note
 
 
 @pytest.mark.parametrize("mode", ["off", "draft", "lookup"])

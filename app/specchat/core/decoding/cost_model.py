@@ -67,6 +67,26 @@ class CostModel(StepCosts):
     def acceptances(self, drafter: str, classes: Sequence[str]) -> list[float]:
         return [self._alpha(drafter, c).mean for c in classes]
 
+    def draft_mode_note(self, k_max: int) -> str:
+        """Draft mode's note at a reply's end: what the draft model's speculation is worth on
+        this machine, priced as Auto prices it from what was measured (the user chose the
+        mode; the note says whether Auto would). Empty until both models have been timed."""
+        if self.t1 is None or self.draft_token is None or k_max < 1:
+            return ""
+        a = self.acceptance(DRAFT)
+        k, rate = self.best_chain(DRAFT, [a] * k_max)
+        cost = self.draft_token / self.t1
+        if k and rate >= self.margin:
+            return (
+                f"draft model: est. {rate:.2f}x of plain decoding at best (a drafted token costs "
+                f"{cost:.2f} of a target token here, {a:.0%} accepted)"
+            )
+        return (
+            f"draft model: a drafted token costs {cost:.2f} of a target token here, so at "
+            f"{a:.0%} acceptance speculation with it runs at about {rate:.2f}x of plain "
+            "decoding at best; Auto would not use it"
+        )
+
     # -- decisions --------------------------------------------------------------------------
     def chosen_chain(self, drafter: str, alphas: Sequence[float]) -> int:
         """Draft length for a drafter the user chose (Lookup mode): the best chain; when the

@@ -218,6 +218,8 @@ class Decoder:
         except _Finished as fin:
             if self._why is not None:
                 self.stats.note = str(self._why)
+            elif self.mode is Mode.DRAFT and self.model is not None:
+                self.stats.note = self.cost.draft_mode_note(self.model.k_max)
             if fin.reason is not FinishReason.STOP or not self._text.stopped:
                 self._text.flush()
             yield self._event(fin.reason)
