@@ -90,7 +90,6 @@ def test_slow_draft_model_is_never_chosen_on_a_cpu() -> None:
     # Draft mode (the user's choice) says so at the reply's end, with the measured figures
     note = cm.draft_mode_note(8)
     assert note.startswith("draft model: a drafted token costs 0.58 of a target token"), note
-    assert f"at {cm.acceptance(DRAFT):.0%} acceptance" in note
     assert f"about {gain:.2f}x of plain decoding at best; Auto would not use it" in note
     assert CostModel().draft_mode_note(8) == ""  # nothing timed yet: nothing to say
 

@@ -76,14 +76,16 @@ class CostModel(StepCosts):
         a = self.acceptance(DRAFT)
         k, rate = self.best_chain(DRAFT, [a] * k_max)
         cost = self.draft_token / self.t1
+        # (no acceptance figure: the estimate is per token after an accepted one, and a second
+        # percentage beside the gauge's accepted/drafted would read as a contradiction)
         if k and rate >= self.margin:
             return (
                 f"draft model: est. {rate:.2f}x of plain decoding at best (a drafted token costs "
-                f"{cost:.2f} of a target token here, {a:.0%} accepted)"
+                f"{cost:.2f} of a target token here)"
             )
         return (
-            f"draft model: a drafted token costs {cost:.2f} of a target token here, so at "
-            f"{a:.0%} acceptance speculation with it runs at about {rate:.2f}x of plain "
+            f"draft model: a drafted token costs {cost:.2f} of a target token here, so with the "
+            f"acceptance measured speculation with it runs at about {rate:.2f}x of plain "
             "decoding at best; Auto would not use it"
         )
 
