@@ -61,6 +61,10 @@ def test_loading_errors_and_draft_availability(qtbot, make_window, model_paths, 
     wait_loaded(qtbot, w)
     timer.stop()
     assert any(during), "the event loop did not run while the model loaded"
+    # what the lookup history holds stays in view when status lines come and go
+    qtbot.waitUntil(lambda: w.history_label.text().startswith("lookup history:"), timeout=10_000)
+    w.statusBar().showMessage("a passing status line")
+    assert w.history_label.text().startswith("lookup history: 0 conversations")
     curve = w.controller.engine.cost_curve  # measured after the load, on the worker
     assert curve is not None and curve.source == "measured"
     qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)

@@ -14,6 +14,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer
 from PySide6.QtGui import QCloseEvent, QGuiApplication
 from PySide6.QtWidgets import (
     QFileDialog,
+    QLabel,
     QMainWindow,
     QSizePolicy,
     QSplitter,
@@ -140,6 +141,10 @@ class MainWindow(QMainWindow):
         spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         self.toolbar.addWidget(spacer)
         self.addToolBar(self.toolbar)
+        # what the lookup history holds stays in view at the right (status lines come and go)
+        self.history_label = QLabel()
+        self.history_label.setObjectName("historyLabel")
+        self.statusBar().addPermanentWidget(self.history_label)
         self.statusBar().showMessage("Starting…")
 
     def _connect(self) -> None:
@@ -148,6 +153,7 @@ class MainWindow(QMainWindow):
         m.loading.connect(self.models_panel.set_loading)
         m.loaded.connect(self._models_loaded)
         m.status.connect(self.statusBar().showMessage)
+        m.historyIndexed.connect(self.history_label.setText)
         m.message.connect(self.show_banner)
         m.offloadDecided.connect(self.models_panel.set_offload)
         self.input.submitted.connect(self.send)

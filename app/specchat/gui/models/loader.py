@@ -42,6 +42,7 @@ class ModelLoader(QObject):
     loading = Signal(str)  # a load started or moved on ("" once it ended)
     loaded = Signal(object)  # ModelsInfo: what is loaded after a load, successful or not
     status = Signal(str)  # a line for the status bar
+    historyIndexed = Signal(str)  # what the lookup history index holds (kept in view)
     message = Signal(str, str)  # HTML for the banner, and its kind ("error" | "info")
     offloadDecided = Signal(object)  # OffloadDecision: where the pair being loaded will run
 
@@ -66,7 +67,7 @@ class ModelLoader(QObject):
         engine.loading.connect(self._on_loading)
         engine.loaded.connect(self._on_loaded)
         engine.loadFailed.connect(self._on_failed)
-        engine.historyIndexed.connect(self.status.emit)
+        engine.historyIndexed.connect(self.historyIndexed.emit)
 
     @property
     def draft_path(self) -> Path | None:
