@@ -144,6 +144,11 @@ class MainWindow(QMainWindow):
         # what the lookup history holds stays in view at the right (status lines come and go)
         self.history_label = QLabel()
         self.history_label.setObjectName("historyLabel")
+        self.history_label.setToolTip(
+            "The earlier conversations Prompt lookup and Auto draft from, as indexed when the"
+            " models loaded; every reply since is added too (Settings: 'Lookup drafts from earlier"
+            " conversations too')."
+        )
         self.statusBar().addPermanentWidget(self.history_label)
         self.statusBar().showMessage("Starting…")
 
