@@ -252,9 +252,9 @@ class GenerationStats:
         return max(0.0, self.ttft_s - (self.llama_s - self.decode_llama_s)) * 1000.0
 
     def count_verification(self, sent: int, good: int, produced: int, history: bool) -> None:
-        """A verification pass: `sent` drafted tokens (all of them, unless the reply ended
-        first), the first `good` of them accepted, `produced` tokens in all; `history`:
-        drafted from earlier chats."""
+        """A verification pass: `sent` drafted tokens (all of them, refused or not, unless the
+        reply ended first: then only the draft positions it got to), the first `good` of them
+        accepted, `produced` tokens in all; `history`: drafted from earlier chats."""
         self.drafted += sent
         self.accepted += good
         if history:

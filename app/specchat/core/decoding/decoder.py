@@ -4,10 +4,8 @@ Invariant at the top of every step: `ctx` holds the prompt and every emitted tok
 KV cache holds ctx[:-1] (the newest token is decoded by the next pass, together with any draft);
 the draft model's cache is a prefix of ctx. A verification pass decodes [ctx[-1], d1..dk] and
 asks for logits of those k+1 rows only; after accepting m drafted tokens the target cache is cut
-back to ctx + d1..dm, and the draft model's to the same length.
-
-Counting: every drafted token sent counts, refused or not; a step the end of the reply cuts
-short counts only the draft positions it got to (`GenerationStats.count_verification`).
+back to ctx + d1..dm, and the draft model's to the same length (counted by
+`GenerationStats.count_verification`).
 """
 
 from __future__ import annotations
