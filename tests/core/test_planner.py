@@ -119,11 +119,32 @@ def test_flat_curve_keeps_a_gpus_decisions_on_a_slow_machine() -> None:
 def test_measured_curve_keeps_its_shape_and_learns_the_scale() -> None:
     cm = CostModel().use_curve(CPU)
     assert cm.t1 == pytest.approx(0.04)  # from the measurement, before any decode
-    for _ in range(200):  # the machine got twice as slow: batches say so too
-        cm.observe_target(9, 0.08 * 7.47)
+    for _ in range(60):  # the machine got twice as slow: one-token decodes say so
+        cm.observe_target(1, 0.08)
+        cm.observe_step(None, 0, 0.08, 0.08)
     assert cm.t1 == pytest.approx(0.08, rel=1e-3)
     assert cm.target_cost(9) == pytest.approx(0.08 * 7.47, rel=1e-3)
     assert cm.target_cost(5) == pytest.approx(0.08 * 3.99, rel=1e-3)
+
+
+def test_batches_dearer_than_the_curve_are_the_verifications_cost() -> None:
+    # Verifications in a row (a copy) each costing 15 % more than the curve says: plain
+    # decoding's price stays what one-token decodes measured, and the drafts' price rises
+    # (taken as the machine's scale, the excess would vanish from every comparison).
+    cm = CostModel().use_curve(CPU)
+    cm.observe_target(1, 0.04)
+    cm.observe_step(None, 0, 0.04, 0.04)
+    for _ in range(60):
+        secs = 1.15 * 0.04 * 7.47
+        cm.observe_target(9, secs)
+        cm.observe_step(LOOKUP, 8, secs, secs)
+    assert cm.t1 == pytest.approx(0.04)
+    assert cm.step_ratio[LOOKUP] == pytest.approx(1.15, rel=1e-3)
+    alphas = [0.95] * 8
+    assert by_hand(CPU, alphas)[0] == 2  # the curve alone would draft 2 tokens (1.15x) ...
+    k, gain = cm.best_chain(LOOKUP, alphas)
+    assert gain == pytest.approx(by_hand(CPU, alphas)[1] / 1.15, rel=1e-6)
+    assert k == 0  # ... which at their real price lose to plain decoding
 
 
 def test_without_a_curve_the_online_line_prices_batches() -> None:

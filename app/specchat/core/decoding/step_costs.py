@@ -84,9 +84,12 @@ class StepCosts:
             self.t1 = seconds if self.t1 is None else 0.8 * self.t1 + 0.2 * seconds
             return
         if self.curve is not None:
-            if not self.curve.is_flat:  # the shape is known: a batch tells the scale too
-                one = seconds / self.rel(n_tokens)
-                self.t1 = one if self.t1 is None else 0.9 * self.t1 + 0.1 * one
+            # The shape is known, and one-token decodes tell the scale. A batch costing more
+            # than the curve says (a busy machine, a longer context) is the verification's
+            # excess: the step ratio learns it (observe_step). Taken as a slower machine, it
+            # would raise plain decoding's price with it, and Auto would draft at a loss.
+            if self.t1 is None and not self.curve.is_flat:
+                self.t1 = seconds / self.rel(n_tokens)
             return
         if self.t1 is None:
             return
