@@ -10,6 +10,8 @@ def test_counts_are_written_in_words() -> None:
     assert format_count(1, "conversation") == "1 conversation"
     assert format_count(0, "conversation") == "0 conversations"
     assert format_count(12345, "token") == "12,345 tokens"
+    assert format_count(2, "reply", "replies") == "2 replies"  # a plural of its own
+    assert format_count(1, "reply", "replies") == "1 reply"
 
 
 def test_sizes_and_durations() -> None:

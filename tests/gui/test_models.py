@@ -38,7 +38,9 @@ def wait_loaded(qtbot, window: MainWindow) -> None:
     qtbot.waitUntil(lambda: not window.controller.loading_models, timeout=LOAD_MS)
 
 
-def test_loading_errors_and_draft_availability(qtbot, make_window, model_paths, tmp_path) -> None:
+def test_loading_errors_and_draft_availability(
+    qtbot, make_window, model_paths, tmp_path, send
+) -> None:
     # the 0.5B model as target and as draft: the loading, not the model, is what this tests
     target = draft = model_paths[1]
     w = make_window(engine=None, base={"n_ctx": 512, "max_tokens": 6})  # it loads its own models
@@ -65,6 +67,12 @@ def test_loading_errors_and_draft_availability(qtbot, make_window, model_paths, 
     qtbot.waitUntil(lambda: w.history_label.text().startswith("lookup history:"), timeout=10_000)
     w.statusBar().showMessage("a passing status line")
     assert w.history_label.text().startswith("lookup history: 0 conversations")
+    # a finished reply joins the index, and the label says so with the index's new figures
+    send(w, "Say hi.")
+    qtbot.waitUntil(lambda: "+ 1 reply since" in w.history_label.text(), timeout=10_000)
+    line = w.history_label.text()
+    assert line.startswith("lookup history: 0 conversations + 1 reply since, "), line
+    assert int(line.split(", ")[1].split()[0].replace(",", "")) > 0, line  # its tokens
     curve = w.controller.engine.cost_curve  # measured after the load, on the worker
     assert curve is not None and curve.source == "measured"
     qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)

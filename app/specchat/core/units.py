@@ -29,6 +29,7 @@ def format_duration(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def format_count(n: int, word: str) -> str:
-    """1 conversation, 0 conversations, 12,345 tokens (`word` is the singular; an s is added)."""
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+def format_count(n: int, word: str, plural: str = "") -> str:
+    """1 conversation, 0 conversations, 12,345 tokens, 2 replies (`word` is the singular; the
+    plural adds an s unless given)."""
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {plural or word + 's'}"

@@ -145,9 +145,9 @@ class MainWindow(QMainWindow):
         self.history_label = QLabel()
         self.history_label.setObjectName("historyLabel")
         self.history_label.setToolTip(
-            "The earlier conversations Prompt lookup and Auto draft from, as indexed when the"
-            " models loaded; every reply since is added too (Settings: 'Lookup drafts from earlier"
-            " conversations too')."
+            "What Prompt lookup and Auto draft from besides this conversation: the saved"
+            " conversations, indexed when the models loaded, and every reply since, added as it"
+            " finishes (Settings: 'Lookup drafts from earlier conversations too')."
         )
         self.statusBar().addPermanentWidget(self.history_label)
         self.statusBar().showMessage("Starting…")

@@ -18,7 +18,7 @@ from specchat.core.decoding.history_index import HistoryIndex
 from specchat.core.state.history import History
 from specchat.core.units import format_count
 
-__all__ = ["FeedResult", "feed_history", "history_texts"]
+__all__ = ["FeedResult", "feed_history", "history_line", "history_texts"]
 
 BATCH = 100  # conversations tokenised before their tokens are handed to the index
 
@@ -37,6 +37,16 @@ class FeedResult:
             f"{format_count(self.tokens, 'token')}, "
             f"{self.bytes_used / 2**20:.1f} MiB, built in {self.seconds:.1f} s"
         )
+
+
+def history_line(index: HistoryIndex, conversations: int, replies: int) -> str:
+    """What the index holds once `replies` finished replies joined the `conversations` it was
+    built from at load (the figures are the index's own, whatever fed it)."""
+    return (
+        f"lookup history: {format_count(conversations, 'conversation')} + "
+        f"{format_count(replies, 'reply', 'replies')} since, "
+        f"{format_count(index.n_tokens, 'token')}, {index.bytes_used / 2**20:.1f} MiB"
+    )
 
 
 def history_texts(history: History) -> Iterator[list[str]]:

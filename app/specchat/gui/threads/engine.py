@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from specchat.core.bench.compare import run_comparison
 from specchat.core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
 from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.engines.history_feed import feed_history
+from specchat.core.engines.history_feed import feed_history, history_line
 from specchat.core.engines.local import Engine, Message
 from specchat.core.types import GenerationParams, Mode
 from specchat.gui.errors import readable_error
@@ -57,6 +57,8 @@ class EngineWorker(QObject):
         self.closing = threading.Event()  # set by the controller on shutdown
         self._feed: tuple[threading.Thread, threading.Event] | None = None
         self._history_on = False  # finished exchanges join the lookup history index
+        self._indexed: int | None = None  # conversations the index was built from at load
+        self._replies = 0  # exchanges added to it since
         self._curves: dict[tuple[object, ...], CostCurve] = {}  # measured, by what sets it
 
     # -- models -----------------------------------------------------------------------------
@@ -120,6 +122,7 @@ class EngineWorker(QObject):
         """Fill the new engine's history index on a thread of its own (tokenising with its
         target), so neither the window nor the first reply waits for it."""
         stop = threading.Event()
+        self._indexed, self._replies = None, 0  # a new engine, a new index
 
         def run() -> None:
             try:
@@ -135,7 +138,10 @@ class EngineWorker(QObject):
                 return
             log.info(result.summary())
             if not result.cancelled:
-                self.historyIndexed.emit(result.summary())
+                self._indexed = result.conversations
+                replies = self._replies  # (finished while the index was being built)
+                line = history_line(engine.history, result.conversations, replies)
+                self.historyIndexed.emit(line if replies else result.summary())
 
         thread = threading.Thread(target=run, name="history-index", daemon=True)
         self._feed = (thread, stop)
@@ -223,6 +229,11 @@ class EngineWorker(QObject):
                 self.engine.remember([messages[-1]["content"], "".join(parts)])
             except Exception:
                 log.info("could not add the reply to the history index", exc_info=True)
+                return
+            self._replies += 1
+            if self._indexed is not None:
+                line = history_line(self.engine.history, self._indexed, self._replies)
+                self.historyIndexed.emit(line)
 
     @Slot(int, object)
     def compare(self, rid: int, req: GenerateRequest) -> None:
