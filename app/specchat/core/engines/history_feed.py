@@ -16,7 +16,7 @@ from pathlib import Path
 
 from specchat.core.decoding.history_index import HistoryIndex
 from specchat.core.state.history import History
-from specchat.core.units import format_count
+from specchat.core.units import format_bytes, format_count
 
 __all__ = ["FeedResult", "feed_history", "history_line", "history_texts"]
 
@@ -35,7 +35,7 @@ class FeedResult:
         return (
             f"lookup history: {format_count(self.conversations, 'conversation')}, "
             f"{format_count(self.tokens, 'token')}, "
-            f"{self.bytes_used / 2**20:.1f} MiB, built in {self.seconds:.1f} s"
+            f"{format_bytes(self.bytes_used)}, built in {self.seconds:.1f} s"
         )
 
 
@@ -45,7 +45,7 @@ def history_line(index: HistoryIndex, conversations: int, replies: int) -> str:
     return (
         f"lookup history: {format_count(conversations, 'conversation')} + "
         f"{format_count(replies, 'reply', 'replies')} since, "
-        f"{format_count(index.n_tokens, 'token')}, {index.bytes_used / 2**20:.1f} MiB"
+        f"{format_count(index.n_tokens, 'token')}, {format_bytes(index.bytes_used)}"
     )
 
 
