@@ -294,6 +294,33 @@ def test_speedup_is_the_median_of_paired_ratios() -> None:
     assert ov["off"]["speedup_vs_off_geomean"] == pytest.approx(1.0)
 
 
+def test_pairs_that_drafted_nothing_measure_the_machines_noise() -> None:
+    # auto did off's work on prompt a (nothing drafted) in three pairs that read 0.90, 1.00
+    # and 1.10, and drafted on b.2 (0.95): the report says the lowest figure is within noise
+    runs = []
+    for pair, (a_tps, b_tps) in enumerate([(9.0, 9.5), (10.0, 9.5), (11.0, 9.5)]):
+        runs += [
+            _run("off", "a", "code", pair, 10.0),
+            _run("auto", "a", "code", pair, a_tps),
+            _run("off", "b.2", "quote", pair, 10.0),
+            _run("auto", "b.2", "quote", pair, b_tps, drafted=8, accepted=2, verify_steps=4),
+        ]
+    bench = _bench(runs)
+    bench.labels, bench.baselines = ["off", "auto"], {"off": None, "auto": None}
+    bench.runners = {"off": "specchat", "auto": "specchat"}
+    by = {(r["id"], r["mode"]): r for r in records(bench)}
+    assert by[("a", "auto")]["idle_pair_speedups"] == pytest.approx([0.9, 1.0, 1.1])
+    assert by[("b.2", "auto")]["idle_pair_speedups"] == []  # it drafted: not the machine alone
+    assert by[("a", "off")]["idle_pair_speedups"] == []
+    md = to_markdown(build_report(bench, models={}, argv=["specchat-cli", "bench"]))
+    line = next(x for x in md.splitlines() if x.startswith("- auto on every prompt"))
+    assert "lowest 0.95× (b.2, quote): NOT met" in line, line
+    assert line.endswith(
+        "(the machine's noise in this run: 3 pairs in which auto drafted nothing, off's work"
+        " twice, read 0.90–1.10×; the lowest figure is within it)"
+    ), line
+
+
 # -- parsing llama.cpp's output -------------------------------------------------------------
 SPEC_STDERR = """
 0.16.931.438 I encoded  312 tokens in    1.234 seconds, speed:  252.836 t/s

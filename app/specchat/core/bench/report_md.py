@@ -311,6 +311,21 @@ def _geo(xs: Iterable[float | None]) -> float | None:
     return math.exp(sum(math.log(x) for x in v) / len(v)) if v else None
 
 
+def _noise(records: Sequence[dict[str, Any]], lowest: float | None) -> str:
+    """What this run's pairs say about the machine's noise: the speedups of the pairs in which
+    the mode drafted nothing (off's work in both runs) should all read 1.00x."""
+    idle = [x for r in records for x in r.get("idle_pair_speedups") or []]
+    if len(idle) < 3:
+        return ""
+    lo, hi = min(idle), max(idle)
+    within = lowest is not None and lowest >= lo
+    return (
+        f" (the machine's noise in this run: {len(idle)} pairs in which auto drafted nothing,"
+        f" off's work twice, read {lo:.2f}–{hi:.2f}×"
+        + ("; the lowest figure is within it)" if within else ")")
+    )
+
+
 def _targets_section(report: dict[str, Any]) -> list[str]:
     recs, ov = report["records"], report["overall"]
     out = ["", "## Targets", ""]
@@ -370,6 +385,7 @@ def _targets_section(report: dict[str, Any]) -> list[str]:
         out.append(
             f"- auto on every prompt ≥ 0.97× off: lowest {_f(worst['speedup_vs_off'], '{:.2f}×')} "
             f"({worst['id']}, {worst['kind']}{why}): {'met' if ok else 'NOT met'}"
+            + _noise(auto, worst["speedup_vs_off"])
         )
     for r in report.get("host_overhead") or []:
         out.append(
