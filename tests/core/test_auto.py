@@ -178,6 +178,27 @@ def test_one_slow_step_does_not_switch_a_drafter_off_for_good() -> None:
     assert LOOKUP in chosen, "lookup was never tried again"
 
 
+def test_a_drafter_ruled_out_by_its_steps_is_not_re_measured_at_a_loss() -> None:
+    """Lookup's steps measured 1.6x slower than their parts: its one-token draft (1.05x on the
+    models alone) loses, so Auto decodes plainly and makes no refused-at-a-cost re-measuring
+    draft every 24 steps; the excess fades while lookup is idle, and once it has faded enough
+    for the draft to pay, Auto drafts again."""
+    cm = measured(0.03, {2: 0.03 * 1.85})
+    teach(cm, LOOKUP, LONG, 0.97, steps=2000)
+    assert cm.best_chain(LOOKUP, [0.97], with_host=False, with_ratio=False)[0] == 1
+    for _ in range(20):
+        cm.observe_step(LOOKUP, 1, 1.6 * cm._step_parts(LOOKUP, 1, 0), 0.0)
+        cm.observe_step(LOOKUP, 1, 1.6 * cm._step_parts(LOOKUP, 1, 0), 0.0)
+    assert cm.step_ratio[LOOKUP] == pytest.approx(1.6, rel=0.02)
+    drafted = [
+        cm.plan(lookup_classes=[LONG], lookup_alphas=[0.97], draft_ok=False, max_k=1).k
+        for _ in range(200)
+    ]
+    first = drafted.index(1)
+    assert first > 2 * cm.reprobe_after, first  # no draft while the excess still rules it out
+    assert cm.step_ratio[LOOKUP] < 1.05  # it drafted once the excess had faded
+
+
 def test_a_confident_chain_is_drafted_further_than_a_doubtful_one() -> None:
     cm = measured(0.036, {2: 0.054, 4: 0.068, 8: 0.125})
     sure, _ = cm.best_chain(LOOKUP, [0.98] * 12)
@@ -220,9 +241,8 @@ def test_a_short_draft_needs_sure_evidence() -> None:
 
 
 def test_a_draft_ruled_out_by_doubt_is_not_re_probed() -> None:
-    """The re-probe (one draft after `reprobe_after` idle steps, so a slow spell of the machine
-    cannot switch a drafter off for good) is priced on the same doubtful estimates: a one-token
-    draft at a prior's 0.93 (1.04x on the mean, 0.98x one deviation down) is never made."""
+    """However long lookup stays idle, a one-token draft at a prior's 0.93 (1.04x on the mean,
+    0.98x one deviation down) is never made: the doubt rules it out, not a slow spell."""
     cm = measured(0.03, {2: 0.03 * 1.85})
     plans = [
         cm.plan(lookup_classes=[LONG], lookup_alphas=[0.93], draft_ok=False, max_k=1)
