@@ -73,6 +73,14 @@ def test_loading_errors_and_draft_availability(
     line = w.history_label.text()
     assert line.startswith("lookup history: 0 conversations + 1 reply since, "), line
     assert int(line.split(", ")[1].split()[0].replace(",", "")) > 0, line  # its tokens
+    # the setting applies at once: off drops the index, on indexes the saved conversations again
+    w.apply_settings(w.settings.with_(lookup_history=False))
+    qtbot.waitUntil(lambda: w.history_label.text() == "lookup history: off", timeout=10_000)
+    assert w.controller.engine.history.n_tokens == 0
+    w.apply_settings(w.settings.with_(lookup_history=True))
+    qtbot.waitUntil(lambda: "built in" in w.history_label.text(), timeout=10_000)
+    assert w.history_label.text().startswith("lookup history: 1 conversation, ")
+    assert w.controller.engine.history.n_tokens > 0  # the exchange above, from the database
     curve = w.controller.engine.cost_curve  # measured after the load, on the worker
     assert curve is not None and curve.source == "measured"
     qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)

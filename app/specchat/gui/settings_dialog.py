@@ -73,7 +73,8 @@ class SettingsDialog(QDialog):
         self.lookup_history = QCheckBox("Lookup drafts from earlier conversations too")
         self.lookup_history.setToolTip(
             "Text you pasted or the model wrote in other conversations (kept on this computer) "
-            "also supplies Lookup drafts. Applies when the models load next."
+            "also supplies Lookup drafts. Applies at once: off, the index is dropped; on, the "
+            "saved conversations are indexed again."
         )
         self.n_ctx = _int(0, 100_000_000, "context window in tokens (reloads the models)")
         self.target_gpu = _gpu()

@@ -154,9 +154,12 @@ class ModelLoader(QObject):
         self.load(Path(target), Path(draft) if draft else None)
 
     def settings_changed(self, old: Settings, new: Settings) -> None:
-        """Reload the loaded models when a setting they were loaded with changed."""
+        """Reload the loaded models when a setting they were loaded with changed; the lookup
+        history setting applies at once."""
         if old.needs_reload(new) and self.models.target is not None:
             self.load(self.models.target.path, self.draft_path)
+        elif old.lookup_history != new.lookup_history:  # (a load takes it with it)
+            self.engine.set_history(self._history_db() if new.lookup_history else None)
 
     # -- reports from the inference thread ------------------------------------------------------
     @Slot(str)

@@ -19,6 +19,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from specchat.core.bench.compare import run_comparison
 from specchat.core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
 from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.history_index import HistoryIndex
 from specchat.core.engines.history_feed import feed_history, history_line
 from specchat.core.engines.local import Engine, Message
 from specchat.core.types import GenerationParams, Mode
@@ -26,6 +27,7 @@ from specchat.gui.errors import readable_error
 from specchat.gui.threads.requests import GenerateRequest, LoadRequest, ModelsInfo
 
 log = logging.getLogger(__name__)
+HISTORY_OFF = "lookup history: off"  # the status bar's line when the setting is off
 
 COST_NS = (1, 2, 3, 5, 9, 17, 33, 65)  # batch sizes timed after a target loads (to a copy's 64)
 _threads: set[QThread] = set()  # every inference thread started and not yet joined
@@ -99,6 +101,8 @@ class EngineWorker(QObject):
             self._history_on = req.history_db is not None
             if req.history_db is not None:
                 self._start_feed(new, req.history_db)
+            else:
+                self.historyIndexed.emit(HISTORY_OFF)
             self._measure_costs(new)
         eng = self.engine
         assert eng is not None
@@ -172,6 +176,21 @@ class EngineWorker(QObject):
             if key:
                 self._curves[key] = curve
         engine.use_cost_curve(curve)
+
+    @Slot(object)
+    def set_history(self, db: Path | None) -> None:
+        """Turn drafting from the saved conversations on (indexed anew, on a thread of its
+        own) or off (an empty index) for the loaded engine, at once."""
+        if self.engine is None or (db is not None) == self._history_on:
+            return
+        self._stop_feed()
+        self.engine.use_history(HistoryIndex())
+        self._history_on = db is not None
+        if db is not None:
+            self._start_feed(self.engine, db)
+        else:
+            self._indexed, self._replies = None, 0
+            self.historyIndexed.emit(HISTORY_OFF)
 
     def _stop_feed(self) -> None:
         if self._feed is not None:
@@ -273,6 +292,7 @@ class EngineController(QObject):
     _requestLoad = Signal(object)
     _requestDescribe = Signal()
     _requestUnloadDraft = Signal()
+    _requestHistory = Signal(object)
     _requestGenerate = Signal(int, object)
     _requestCompare = Signal(int, object)
     _requestShutdown = Signal()
@@ -299,6 +319,7 @@ class EngineController(QObject):
         self._requestLoad.connect(w.load)
         self._requestDescribe.connect(w.describe)
         self._requestUnloadDraft.connect(w.unload_draft)
+        self._requestHistory.connect(w.set_history)
         self._requestGenerate.connect(w.generate)
         self._requestCompare.connect(w.compare)
         self._requestShutdown.connect(w.shutdown)
@@ -356,6 +377,10 @@ class EngineController(QObject):
 
     def unload_draft(self) -> None:
         self._requestUnloadDraft.emit()
+
+    def set_history(self, db: Path | None) -> None:
+        """Draft from the saved conversations in `db` (None: not at all) from now on."""
+        self._requestHistory.emit(db)
 
     def _start(self) -> tuple[int, threading.Event]:
         if self._current is not None:
