@@ -149,11 +149,6 @@ def record(
     divergences = [d for ok, d in same if not ok and d is not None]
     per_pair = [ratio(v.tokens_per_s, o.tokens_per_s) for o, v in pairs] if not is_ref else []
     spread = [r for r in per_pair if r is not None]
-    # pairs whose run drafted nothing did off's work twice: what parts them is the machine
-    # (off's own record has no ratios: nothing to zip)
-    idle = [
-        x for (_, v), x in zip(pairs, per_pair, strict=False) if x is not None and not v.drafted
-    ]
     watched = {id(r): r for pair in pairs for r in pair}.values()
     shares = [r.others_share for r in watched if r.others_share is not None]
     ref_tps = median(o.tokens_per_s for o, _ in pairs)
@@ -176,7 +171,10 @@ def record(
         "speedup_vs_off": 1.0 if is_ref else median(spread),
         "speedup_vs_off_ratio_of_medians": 1.0 if is_ref else ratio(tps, ref_tps),
         "speedup_low": min(spread) if spread else None,
-        "idle_pair_speedups": idle,
+        # pairs whose run drafted nothing did off's work twice: what parts them is the machine
+        "idle_pair_speedups": [
+            x for (_, v), x in zip(pairs, per_pair, strict=False) if x is not None and not v.drafted
+        ],
         "speedup_high": max(spread) if spread else None,
         "busy_runs": sum(r.busy for r in watched),
         "others_cpu_share_max": max(shares) if shares else None,

@@ -19,15 +19,13 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from specchat.core.bench.compare import run_comparison
 from specchat.core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
 from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.history_index import HistoryIndex
-from specchat.core.engines.history_feed import feed_history, history_line
+from specchat.core.engines.history_feed import HistoryFeed
 from specchat.core.engines.local import Engine, Message
 from specchat.core.types import GenerationParams, Mode
 from specchat.gui.errors import readable_error
 from specchat.gui.threads.requests import GenerateRequest, LoadRequest, ModelsInfo
 
 log = logging.getLogger(__name__)
-HISTORY_OFF = "lookup history: off"  # the status bar's line when the setting is off
 
 COST_NS = (1, 2, 3, 5, 9, 17, 33, 65)  # batch sizes timed after a target loads (to a copy's 64)
 _threads: set[QThread] = set()  # every inference thread started and not yet joined
@@ -57,10 +55,7 @@ class EngineWorker(QObject):
         self.engine = engine
         self._owns = owns_engine
         self.closing = threading.Event()  # set by the controller on shutdown
-        self._feed: tuple[threading.Thread, threading.Event] | None = None
-        self._history_on = False  # finished exchanges join the lookup history index
-        self._indexed: int | None = None  # conversations the index was built from at load
-        self._replies = 0  # exchanges added to it since
+        self._history = HistoryFeed(self.historyIndexed.emit)  # the lookup history index
         self._curves: dict[tuple[object, ...], CostCurve] = {}  # measured, by what sets it
 
     # -- models -----------------------------------------------------------------------------
@@ -93,16 +88,12 @@ class EngineWorker(QObject):
                 self.loadFailed.emit("target", readable_error(exc, Path(req.target)))
                 self.loaded.emit(self.info())
                 return
-            self._stop_feed()  # it tokenises with the old target
+            self._history.stop()  # it tokenises with the old target
             old, old_owned = self.engine, self._owns
             self.engine, self._owns = new, True
             if old is not None and old_owned:
                 old.close()
-            self._history_on = req.history_db is not None
-            if req.history_db is not None:
-                self._start_feed(new, req.history_db)
-            else:
-                self.historyIndexed.emit(HISTORY_OFF)
+            self._history.start(new, req.history_db)
             self._measure_costs(new)
         eng = self.engine
         assert eng is not None
@@ -121,35 +112,6 @@ class EngineWorker(QObject):
                 log.info("draft load failed", exc_info=True)
                 self.loadFailed.emit("draft", readable_error(exc, Path(req.draft)))
         self.loaded.emit(self.info())
-
-    def _start_feed(self, engine: Engine, db: Path) -> None:
-        """Fill the new engine's history index on a thread of its own (tokenising with its
-        target), so neither the window nor the first reply waits for it."""
-        stop = threading.Event()
-        self._indexed, self._replies = None, 0  # a new engine, a new index
-
-        def run() -> None:
-            try:
-                target = engine.target
-                result = feed_history(
-                    engine.history,
-                    lambda text: target.tokenize(text, add_special=False, parse_special=False),
-                    db,
-                    stop,
-                )
-            except Exception:  # the history is a bonus: a damaged database costs only drafts
-                log.info("could not index the conversation history", exc_info=True)
-                return
-            log.info(result.summary())
-            if not result.cancelled:
-                self._indexed = result.conversations
-                replies = self._replies  # (finished while the index was being built)
-                line = history_line(engine.history, result.conversations, replies)
-                self.historyIndexed.emit(line if replies else result.summary())
-
-        thread = threading.Thread(target=run, name="history-index", daemon=True)
-        self._feed = (thread, stop)
-        thread.start()
 
     def _measure_costs(self, engine: Engine) -> None:
         """Time the new target's decodes of a few batch sizes up to 33 tokens, so drafts are
@@ -179,25 +141,9 @@ class EngineWorker(QObject):
 
     @Slot(object)
     def set_history(self, db: Path | None) -> None:
-        """Turn drafting from the saved conversations on (indexed anew, on a thread of its
-        own) or off (an empty index) for the loaded engine, at once."""
-        if self.engine is None or (db is not None) == self._history_on:
-            return
-        self._stop_feed()
-        self.engine.use_history(HistoryIndex())
-        self._history_on = db is not None
-        if db is not None:
-            self._start_feed(self.engine, db)
-        else:
-            self._indexed, self._replies = None, 0
-            self.historyIndexed.emit(HISTORY_OFF)
-
-    def _stop_feed(self) -> None:
-        if self._feed is not None:
-            thread, stop = self._feed
-            stop.set()
-            thread.join()
-            self._feed = None
+        """The lookup history setting changed: on (`db`, indexed anew) or off, at once."""
+        if self.engine is not None:
+            self._history.switch(self.engine, db)
 
     @Slot()
     def unload_draft(self) -> None:
@@ -243,16 +189,8 @@ class EngineWorker(QObject):
             self.failed.emit(rid, readable_error(exc))
             return
         self.finished.emit(rid, last)
-        if self._history_on and parts:
-            try:  # later conversations draft from this exchange too
-                self.engine.remember([messages[-1]["content"], "".join(parts)])
-            except Exception:
-                log.info("could not add the reply to the history index", exc_info=True)
-                return
-            self._replies += 1
-            if self._indexed is not None:
-                line = history_line(self.engine.history, self._indexed, self._replies)
-                self.historyIndexed.emit(line)
+        if parts:
+            self._history.remember(self.engine, [messages[-1]["content"], "".join(parts)])
 
     @Slot(int, object)
     def compare(self, rid: int, req: GenerateRequest) -> None:
@@ -277,7 +215,7 @@ class EngineWorker(QObject):
     @Slot()
     def shutdown(self) -> None:
         """Last request on the thread: close the models (when ours) and end the event loop."""
-        self._stop_feed()
+        self._history.stop()
         if self.engine is not None and self._owns:
             self.engine.close()
         self.engine = None
