@@ -5,8 +5,10 @@ token q gives no mass, and a point-mass draft (q = None, as n-gram lookup propos
 No statistics: the uniform draw the functions take from their generator is fixed by the test.
 A draft token is accepted exactly when u < min(1, p(x) / q(x)), so u just below and just above
 that number, worked out here with fractions, pins the acceptance probability; the residual
-max(0, p - q), normalised, is drawn by inverse CDF in token order, so u at the middle of each
-token's interval and either side of each boundary pins the residual distribution. The
+max(0, p - q), normalised, is drawn by inverse CDF (a sparse p in its ids' order; a dense p in
+token order, except that the ids whose weight the residual changed, q's ids in q's order, come
+first), so u at the middle of each token's interval and either side of each boundary pins the
+residual distribution. The
 probabilities are dyadic, so the float arithmetic is exact and the fractions are the truth."""
 
 from __future__ import annotations
@@ -55,6 +57,19 @@ def sparse(probs: Sequence[F]) -> Dist:
 
 KINDS = {"dense": dense, "sparse": sparse}
 PAIRS = [(a, b) for a in KINDS for b in KINDS]
+SPARSE_P_ORDER = [5, 3, 2, 1, 0]  # `sparse(P)`'s ids
+
+
+def draw_order(pk: str, q: Sequence[F] | str | None, x: int) -> list[int]:
+    """The order the residual's CDF walks the tokens in: q a list of probabilities given as
+    a sparse Dist (its ids, as `sparse` orders them, come first for a dense p), "dense" for a
+    dense q (token order), None for a point mass on x (x first)."""
+    if pk == "sparse":
+        return SPARSE_P_ORDER
+    if q == "dense":
+        return list(range(6))
+    first = [x] if q is None else [i for i, v in enumerate(q) if v > 0][::-1]
+    return first + [t for t in range(6) if t not in first]
 
 
 def accepts(p: Dist, q: Dist | None, x: int, u: float) -> bool:
@@ -138,7 +153,7 @@ def test_point_mass_draft_is_accepted_with_probability_p_of_x(pk: str) -> None:
 def test_residual_is_normalised_max_of_p_minus_q(pk: str, qk: str) -> None:
     want = residual(P, Q, 2)
     assert want == [F(1, 3), 0, 0, 0, 0, F(2, 3)]
-    order = list(range(6)) if pk == "dense" else [5, 3, 2, 1, 0]  # sparse p: its ids' order
+    order = draw_order(pk, Q if qk == "sparse" else "dense", 2)
     assert_residual(KINDS[pk](P), KINDS[qk](Q), 2, want, order)
 
 
@@ -146,8 +161,7 @@ def test_residual_is_normalised_max_of_p_minus_q(pk: str, qk: str) -> None:
 def test_residual_after_a_rejected_point_mass_draft(pk: str) -> None:
     want = residual(P, None, 5)  # p without token 5: (1/4, 1/8, 1/16, 1/16, 0) / (1/2)
     assert want == [F(1, 2), F(1, 4), F(1, 8), F(1, 8), 0, 0]
-    order = list(range(6)) if pk == "dense" else [5, 3, 2, 1, 0]
-    assert_residual(KINDS[pk](P), None, 5, want, order)
+    assert_residual(KINDS[pk](P), None, 5, want, draw_order(pk, None, 5))
 
 
 @pytest.mark.parametrize(("pk", "qk"), PAIRS)
@@ -156,7 +170,7 @@ def test_residual_when_q_misses_tokens_p_has(pk: str, qk: str) -> None:
     q = [F(1, 2), F(0), F(1, 4), F(1, 4), F(0), F(0)]
     want = residual(P, q, 2)
     assert want == [0, F(1, 5), 0, 0, 0, F(4, 5)]
-    order = list(range(6)) if pk == "dense" else [5, 3, 2, 1, 0]
+    order = draw_order(pk, q if qk == "sparse" else "dense", 2)
     assert_residual(KINDS[pk](P), KINDS[qk](q), 2, want, order)
 
 
@@ -173,7 +187,8 @@ def test_residual_of_equal_distributions_is_a_draw_from_either() -> None:
 def test_a_dense_draw_over_many_blocks_follows_the_patched_cdf() -> None:
     """A vocabulary of three blocks and a short last one, mass in every block and a patch (a
     repeat penalty's new weights) on ids in two of them: probing the middle of each token's
-    interval of the patched distribution's CDF draws that token."""
+    interval of the patched distribution's CDF (the patch's ids first, in its order, then the
+    others in token order) draws that token."""
     from specchat.core.decoding.dist import BLOCK, sample
 
     n = 3 * BLOCK + 37
@@ -187,7 +202,37 @@ def test_a_dense_draw_over_many_blocks_follows_the_patched_cdf() -> None:
     total = sum(patched.values())
     d = Dist(w=w, total=total, n_vocab=n, fix_ids=fix_ids, fix_w=fix_w)
     lo = 0.0
-    for t in sorted(patched):
+    order = [int(t) for t in fix_ids] + sorted(set(patched) - {int(t) for t in fix_ids})
+    for t in order:
         hi = lo + patched[t] / total
         assert sample(d, FixedDraws([(lo + hi) / 2])) == t  # type: ignore[arg-type]
         lo = hi
+
+
+class Unreadable(np.ndarray):
+    """A row that fails when any of its values is read."""
+
+    def __getitem__(self, key: object) -> object:
+        raise AssertionError("the row was read")
+
+    def __array_ufunc__(self, *args: object, **kwargs: object) -> object:
+        raise AssertionError("the row was read")
+
+
+def test_a_draw_that_lands_in_the_patch_never_reads_the_row() -> None:
+    """A row penalised where most of its mass is (a repeat penalty on the likely tokens, a
+    rejected draft's residual): a draw inside the patch's weights costs no pass over the
+    vocabulary; one past them reads the row."""
+    from specchat.core.decoding.dist import PatchedRow, sample
+
+    n = 5000
+    w = np.zeros(n, dtype=np.float32)
+    w[[10, 20, 4000]] = [0.5, 0.3, 0.2]
+    row = w.view(Unreadable)
+    d = PatchedRow(row, 1.0 - 0.5 - 0.3 + 0.25 + 0.15, n, [10, 20], [0.25, 0.15])
+    assert sample(d, FixedDraws([0.2 / 0.6])) == 10  # type: ignore[arg-type]
+    assert sample(d, FixedDraws([0.3 / 0.6])) == 20  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="the row was read"):
+        sample(d, FixedDraws([0.9]))  # type: ignore[arg-type]
+    plain = PatchedRow(w, 0.6, n, [10, 20], [0.25, 0.15])
+    assert sample(plain, FixedDraws([0.9])) == 4000  # type: ignore[arg-type]

@@ -2,8 +2,11 @@
 
 A dense distribution is a weight vector over the vocabulary (possibly llama.cpp's own buffer,
 only ever read) plus its sum and an optional sparse patch; a truncated one is a short list of
-ids and probabilities. Drawing from a dense one sums blocks of its weights, then cumulates inside
-one block: nothing is sorted over the vocabulary, nothing is written into the weights.
+ids and probabilities. Drawing from a dense one with a patch takes the patch's ids first (their
+weights are known: no pass over the row when the draw lands there, as it mostly does where a
+repeat penalty or a rejected draft made the patch); otherwise, or for the rest, it sums blocks of
+the weights, then cumulates inside one block: nothing is sorted over the vocabulary, nothing is
+written into the weights.
 """
 
 from __future__ import annotations
@@ -65,6 +68,13 @@ class Dist:
             out[hit] = self.fix_w[pos[hit]]
         return out
 
+    def patch_lists(self) -> tuple[list[int], list[float]]:
+        """A dense distribution's patch as Python lists (ids, their weights); empty: none."""
+        if self.fix_ids is None:
+            return [], []
+        assert self.fix_w is not None
+        return self.fix_ids.tolist(), self.fix_w.tolist()
+
     def prob(self, token: int) -> float:
         if self.ids is None:
             return self.weight(token) / self.total
@@ -72,24 +82,16 @@ class Dist:
         hit = np.flatnonzero(self.ids == token)
         return float(self.probs[hit[0]]) if hit.size else 0.0
 
+    def listed(self) -> tuple[list[int], list[float]]:
+        """A sparse distribution's ids and probabilities as Python lists."""
+        assert self.ids is not None and self.probs is not None
+        return self.ids.tolist(), self.probs.tolist()
+
     def top_prob(self) -> float:
         if self.ids is None:
             return 1.0 / self.total  # the best token's weight is exp(0) = 1
         assert self.probs is not None
         return float(self.probs.max())
-
-    def patched(self, ids: Ids, w: npt.NDArray[np.float64]) -> Dist:
-        """This dense distribution with the weights of `ids` (unique, in the vocabulary)
-        replaced by `w`: a new Dist sharing `w`'s buffer."""
-        assert self.w is not None
-        total = self.total + float((w - self.weights_at(ids)).sum())
-        if self.fix_ids is not None:
-            assert self.fix_w is not None
-            keep = ~np.isin(self.fix_ids, ids)
-            ids = np.concatenate([self.fix_ids[keep], ids])
-            w = np.concatenate([self.fix_w[keep], w])
-        order = np.argsort(ids)
-        return Dist(w=self.w, total=total, n_vocab=self.n_vocab, fix_ids=ids[order], fix_w=w[order])
 
 
 class ListedDist(Dist):
@@ -122,6 +124,10 @@ class ListedDist(Dist):
     def top_prob(self) -> float:
         return max(self._lw) / self._lt
 
+    def listed(self) -> tuple[list[int], list[float]]:
+        t = self._lt
+        return self._lids, [x / t for x in self._lw]
+
 
 class PatchedRow(Dist):
     """A dense distribution over weights that are llama.cpp's (only read), with the patch at
@@ -153,6 +159,9 @@ class PatchedRow(Dist):
             return getattr(self, name)
         raise AttributeError(name)
 
+    def patch_lists(self) -> tuple[list[int], list[float]]:
+        return self._pids, self._pw
+
     def weight(self, token: int) -> float:
         try:
             return self._pw[self._pids.index(token)]
@@ -181,30 +190,52 @@ def _sample_small(p: npt.NDArray[np.float64], rng: np.random.Generator) -> int:
 
 
 def _sample_weights(d: Dist, rng: np.random.Generator) -> int:
-    """Draw a token of a dense distribution: sum the blocks of its weights (the patch applied
-    to its blocks' sums), pick a block, then cumulate inside that block only. Reads `d.w`,
-    never writes it."""
+    """Draw a token of a dense distribution by inverse CDF over one uniform number, the
+    patch's ids first (in the patch's order), then the other ids in token order. Only a draw
+    past the patch reads the row. Exact as long as `d.total` is the weights' sum (for
+    llama.cpp's softmax: 1, to its float32 rounding)."""
+    ids, ws = d.patch_lists()
+    if not ids:
+        return _draw_row(d, None, rng.random())
+    u = rng.random() * d.total
+    c = 0.0
+    for tok, x in zip(ids, ws, strict=True):
+        c += x
+        if u < c:
+            return tok
+    rest = d.total - c
+    if rest > 0.0:  # the rest of the vocabulary: the row without the patch's ids
+        tok = _draw_row(d, np.array(ids, dtype=np.int64), min((u - c) / rest, 1.0))
+        if tok >= 0:
+            return tok
+    # rounding at the very end: the last patched token with any mass
+    return next(tok for tok, x in zip(reversed(ids), reversed(ws), strict=True) if x > 0)
+
+
+def _draw_row(d: Dist, off: Ids | None, frac: float) -> int:
+    """The token at `frac` (in [0, 1)) of the way along the row's CDF, with the ids `off` at
+    weight 0: sum the blocks of its weights, pick a block, then cumulate inside that block
+    only. Reads `d.w`, never writes it; -1 when no weight is left."""
     w = d.w
     assert w is not None
     # float32 block sums, the last block short (~1e-7 relative error, as llama.cpp's own
     # float32 softmax), in one call: each numpy call costs ~10 us right after a decode, as
     # much as reading the row; the cumulative sum over blocks in float64
     sums = np.add.reduceat(w, _block_starts(w.shape[0])).astype(np.float64)
-    fix = d.fix_ids
-    if fix is not None:
-        assert d.fix_w is not None
-        np.add.at(sums, fix // BLOCK, d.fix_w - w[fix])
+    if off is not None:
+        np.subtract.at(sums, off // BLOCK, w[off])
         np.maximum(sums, 0.0, out=sums)
     c = np.cumsum(sums)
-    u = rng.random() * c[-1]
+    if c[-1] <= 0.0:
+        return -1
+    u = frac * c[-1]
     j = min(int(np.searchsorted(c, u, side="right")), sums.shape[0] - 1)
     while j > 0 and sums[j] <= 0.0:
         j -= 1
     blk = w[j * BLOCK : (j + 1) * BLOCK].astype(np.float64)
-    if fix is not None:
-        assert d.fix_w is not None
-        inside = (fix >= j * BLOCK) & (fix < (j + 1) * BLOCK)
-        blk[fix[inside] - j * BLOCK] = d.fix_w[inside]
+    if off is not None:
+        inside = (off >= j * BLOCK) & (off < (j + 1) * BLOCK)
+        blk[off[inside] - j * BLOCK] = 0.0
     i = _sample_small_at(blk, u - (c[j - 1] if j else 0.0))
     return j * BLOCK + i
 
@@ -294,15 +325,11 @@ def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: np.random.Genera
         if q is None:
             if not 0 <= drafted < p.n_vocab:
                 return sample(p, rng)
-            r = p.patched(np.array([drafted], dtype=np.int64), np.zeros(1))
+            r = _minus(p, [drafted], [p.weight(drafted) / p.total])
         elif q.ids is None:
             r = _dense_residual(p, q)
         else:
-            assert q.probs is not None
-            inside = q.ids < p.n_vocab
-            ids = q.ids[inside]
-            keep = np.maximum(p.weights_at(ids) - q.probs[inside] * p.total, 0.0)
-            r = p.patched(ids, keep)
+            r = _minus(p, *q.listed())
         if r.total <= p.total * 1e-9:
             # p <= q everywhere, so p == q (a point-mass q cannot get here: it would have been
             # accepted): any draw from q is a draw from p.
@@ -319,6 +346,30 @@ def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: np.random.Genera
     if total <= 0.0:
         return sample(p, rng)
     return int(p.ids[_sample_small(probs / total, rng)])
+
+
+def _minus(p: Dist, ids: list[int], probs: list[float]) -> Dist:
+    """Dense p less the probabilities `probs` of `ids` (floored at 0), as p's own weights with
+    a patch kept as Python lists: a few dozen ids, where numpy calls cost most."""
+    pids, pws = p.patch_lists()
+    new_ids, new_w = list(pids), list(pws)
+    at = {t: i for i, t in enumerate(pids)}
+    total, scale, w, n = p.total, p.total, p.w, p.n_vocab
+    assert w is not None
+    for t, qp in zip(ids, probs, strict=True):
+        if not 0 <= t < n:
+            continue
+        i = at.get(t)
+        old = new_w[i] if i is not None else float(w[t])
+        x = max(old - qp * scale, 0.0)
+        total += x - old
+        if i is None:
+            at[t] = len(new_ids)
+            new_ids.append(t)
+            new_w.append(x)
+        else:
+            new_w[i] = x
+    return PatchedRow(w, total, n, new_ids, new_w)
 
 
 def _dense_residual(p: Dist, q: Dist) -> Dist:
