@@ -104,16 +104,6 @@ class HostFix:
                     z[j] = penalised(vals[j], f)
         return sparse_warp(self.warp, ids, z)
 
-    def keep_factor(self, i: int, y: int, hist: Sequence[int]) -> float:
-        """The penalty's factor on token y's weight in row i (1 when y is not penalised): the
-        chance of keeping y, drawn by llama.cpp from the unpenalised softmax, as a draw from
-        the penalised distribution (see `dist.keep_graph_draw`)."""
-        if self.penalty == 1.0 or y not in hist[-self.last_n :]:
-            return 1.0
-        zt = float(self.sampler.logits(i)[y])  # z / T
-        temp = self.warp.temperature
-        return math.exp(penalised(zt * temp, self.penalty) / temp - zt)
-
     def full_dist(self, i: int, hist: Sequence[int]) -> Dist:
         """T > 0 without truncation: llama.cpp's softmax over the whole vocabulary, with the
         penalised ids' weights patched (p(x) * exp((pen(z) - z) / T)). The patch is worked

@@ -120,9 +120,17 @@ class Chooser:
             # kept with the penalty's factor on y (1 without one): a draw from the penalised
             # distribution, the host drawing where it is not kept (`dist.keep_graph_draw`)
             if 0 <= y < self.t.n_vocab - 1:
-                f = self.fix.keep_factor(i, y, self._hist(extra)) if self.how == FULL else 1.0
-                if f >= 1.0 or self.rng.random() < f:
+                if self.how != FULL:
                     return y
+                hist = self._hist(extra)
+                if y not in hist[-self.fix.last_n :]:
+                    return y
+                # the row's patch serves the keep test (p(y) and its factor) and the draw
+                d = self.fix.full_dist(i, hist)
+                w = float(d.w[y]) if d.w is not None else 0.0
+                if w > 0.0 and self.rng.random() * w < d.weight(y):
+                    return y
+                return sample(d, self.rng)
         return sample(self.dist(rows, i, extra), self.rng)
 
     def _graph_draw(self, i: int) -> int:
