@@ -25,6 +25,7 @@ from specchat.core.decoding.backend_sampler import (
 from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
 from specchat.core.decoding.dist import (
     Dist,
+    Uniform,
     accept_draft_token,
     accept_with,
     keep_graph_draw,
@@ -61,7 +62,7 @@ class Chooser:
         target: ModelRuntime,
         params: GenerationParams,
         warp: Warp,
-        rng: np.random.Generator,
+        rng: Uniform,
         history: History,
     ) -> None:
         self.t, self.p, self.warp, self.rng = target, params, warp, rng

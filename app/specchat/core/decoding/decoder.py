@@ -10,6 +10,7 @@ back to ctx + d1..dm, and the draft model's to the same length (counted by
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -74,7 +75,7 @@ class Decoder:
         self.cancel = cancel or (lambda: False)
         self.warp = Warp(params, target.n_vocab)
         self.dwarp = Warp(params, model.rt.n_vocab, slots=params.k_max) if model else None
-        self.rng = np.random.default_rng(params.seed)
+        self.rng = random.Random(params.seed)  # the host draws' uniform numbers (dist.Uniform)
         self.stats = GenerationStats(mode=mode.value, prompt_tokens=len(self.prompt))
         self.ctx: list[int] = list(self.prompt)
         self._text = TextStream(params.stop)
@@ -193,9 +194,8 @@ class Decoder:
                     continue
                 step_start = time.perf_counter()
                 llama_start = self._llama_at_event  # nothing decodes between event and step
-                # (each drafter has its own cap: k_max, lookup_k_max)
                 limit = min(room - 1, self.p.max_tokens - self.stats.tokens, ROWS_MAX - 1)
-                draft, kind, classes = self._draft(limit)
+                draft, kind, classes = self._draft(limit)  # (and each drafter's own cap)
                 k = len(draft.tokens)
                 base = len(self.ctx)
                 try:

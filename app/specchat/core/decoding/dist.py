@@ -11,12 +11,20 @@ written into the weights.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 Ids = npt.NDArray[np.int64]
+
+
+class Uniform(Protocol):
+    """Where a draw's uniform numbers in [0, 1) come from: the decoder's `random.Random`
+    (a C method call, where numpy's Generator.random costs ~10 µs more right after a decode)."""
+
+    def random(self) -> float: ...
+
 
 BLOCK = 1024  # dense sampling: block sums, then one block's cumulative sum
 
@@ -172,7 +180,7 @@ class PatchedRow(Dist):
 
 
 # -- drawing tokens ---------------------------------------------------------------------------
-def sample(dist: Dist, rng: np.random.Generator) -> int:
+def sample(dist: Dist, rng: Uniform) -> int:
     if dist.ids is None:
         assert dist.w is not None
         return _sample_weights(dist, rng)
@@ -180,7 +188,7 @@ def sample(dist: Dist, rng: np.random.Generator) -> int:
     return int(dist.ids[_sample_small(dist.probs, rng)])
 
 
-def _sample_small(p: npt.NDArray[np.float64], rng: np.random.Generator) -> int:
+def _sample_small(p: npt.NDArray[np.float64], rng: Uniform) -> int:
     c = np.cumsum(p)
     i = int(np.searchsorted(c, rng.random() * c[-1], side="right"))
     i = min(i, p.shape[0] - 1)
@@ -189,7 +197,7 @@ def _sample_small(p: npt.NDArray[np.float64], rng: np.random.Generator) -> int:
     return i
 
 
-def _sample_weights(d: Dist, rng: np.random.Generator) -> int:
+def _sample_weights(d: Dist, rng: Uniform) -> int:
     """Draw a token of a dense distribution by inverse CDF over one uniform number, the
     patch's ids first (in the patch's order), then the other ids in token order. Only a draw
     past the patch reads the row. Exact as long as `d.total` is the weights' sum (for
@@ -250,7 +258,7 @@ def _block_starts(n: int) -> npt.NDArray[np.intp]:
     return starts
 
 
-def sample_listed(ids: list[int], w: list[float], total: float, rng: np.random.Generator) -> int:
+def sample_listed(ids: list[int], w: list[float], total: float, rng: Uniform) -> int:
     """Draw one of a few `ids` by their weights `w` (summing to `total` > 0) as plain Python:
     cheaper than numpy for ten values right after a decode has left the caches cold."""
     u = rng.random() * total
@@ -272,7 +280,7 @@ def _sample_small_at(p: npt.NDArray[np.float64], u: float) -> int:
 
 
 def keep_graph_draw(
-    p: Dist, y: int, rng: np.random.Generator, q: Dist | None = None, drafted: int = -1
+    p: Dist, y: int, rng: Uniform, q: Dist | None = None, drafted: int = -1
 ) -> bool:
     """Whether to keep `y`, a token llama.cpp drew in its graph from the weights `p.w` (its
     softmax, summing to 1), as a draw from the distribution wanted here: p with its patch
@@ -303,12 +311,12 @@ def keep_graph_draw(
     return bool(rng.random() * w < rho)
 
 
-def accept_draft_token(p: Dist, q: Dist | None, drafted: int, rng: np.random.Generator) -> bool:
+def accept_draft_token(p: Dist, q: Dist | None, drafted: int, rng: Uniform) -> bool:
     """Accept `drafted` with probability min(1, p(x) / q(x)) (q(x) = 1 for a point-mass draft)."""
     return accept_with(p.prob(drafted), q, drafted, rng)
 
 
-def accept_with(px: float, q: Dist | None, drafted: int, rng: np.random.Generator) -> bool:
+def accept_with(px: float, q: Dist | None, drafted: int, rng: Uniform) -> bool:
     """`accept_draft_token` given the target's probability px of `drafted`."""
     qx = 1.0 if q is None else q.prob(drafted)
     if qx <= 0.0:
@@ -316,7 +324,7 @@ def accept_with(px: float, q: Dist | None, drafted: int, rng: np.random.Generato
     return bool(rng.random() < min(1.0, px / qx))
 
 
-def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: np.random.Generator) -> int:
+def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: Uniform) -> int:
     """Sample from normalise(max(0, p - q)); q=None: the draft was a point mass on `drafted`.
     A dense p is patched where q has mass (its weights, which may be llama.cpp's, are only
     read); a dense q over the whole vocabulary (host path) costs a copy."""

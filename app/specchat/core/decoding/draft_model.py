@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from specchat.core.decoding.backend_sampler import TOP_K
 from specchat.core.decoding.candidates import penalised as pen_value
-from specchat.core.decoding.dist import Dist, ListedDist, sample, sample_listed
+from specchat.core.decoding.dist import Dist, ListedDist, Uniform, sample, sample_listed
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp_listed
@@ -61,7 +61,7 @@ class ModelDrafter:
         k: int,
         *,
         warp: Warp | None,
-        rng: np.random.Generator | None = None,
+        rng: Uniform | None = None,
         p_min: float = 0.0,
         history_tail: int = 64,
     ) -> Draft:
@@ -132,7 +132,7 @@ class ModelDrafter:
                 break
         return Draft(tokens, qs if sampled else None)
 
-    def _from_chain(self, rng: np.random.Generator, p_min: float) -> tuple[int, Dist] | None:
+    def _from_chain(self, rng: Uniform, p_min: float) -> tuple[int, Dist] | None:
         """The next draft token drawn on the host from the draft's distribution as its DIST
         chain computed it (its top-10: read and drawn as Python lists), with that distribution
         as q; None when the draft is not confident."""
@@ -154,7 +154,7 @@ class ModelDrafter:
         warp: Warp | None,
         pen: _Window | None,
         p_min: float,
-        rng: np.random.Generator | None,
+        rng: Uniform | None,
     ) -> tuple[int, Dist | None] | None:
         """The next draft token from the draft's top candidates (llama.cpp's TOP_K chain), the
         repeat penalty (the ids in `pen`) applied to them on the host; None when the draft is
