@@ -206,18 +206,15 @@ def _sample_weights(d: Dist, rng: Uniform) -> int:
     if not ids:
         return _draw_row(d, None, rng.random())
     u = rng.random() * d.total
-    c = 0.0
-    for tok, x in zip(ids, ws, strict=True):
-        c += x
-        if u < c:
-            return tok
+    tok, c = _walk(ids, ws, u)
+    if tok is not None:
+        return tok
     rest = d.total - c
     if rest > 0.0:  # the rest of the vocabulary: the row without the patch's ids
         tok = _draw_row(d, np.array(ids, dtype=np.int64), min((u - c) / rest, 1.0))
         if tok >= 0:
             return tok
-    # rounding at the very end: the last patched token with any mass
-    return next(tok for tok, x in zip(reversed(ids), reversed(ws), strict=True) if x > 0)
+    return _last_with_mass(ids, ws)
 
 
 def _draw_row(d: Dist, off: Ids | None, frac: float) -> int:
@@ -261,13 +258,23 @@ def _block_starts(n: int) -> npt.NDArray[np.intp]:
 def sample_listed(ids: list[int], w: list[float], total: float, rng: Uniform) -> int:
     """Draw one of a few `ids` by their weights `w` (summing to `total` > 0) as plain Python:
     cheaper than numpy for ten values right after a decode has left the caches cold."""
-    u = rng.random() * total
+    tok, _ = _walk(ids, w, rng.random() * total)
+    return tok if tok is not None else _last_with_mass(ids, w)
+
+
+def _walk(ids: list[int], w: list[float], u: float) -> tuple[int | None, float]:
+    """The id whose interval of the weights' running sum holds u (None past their sum), and
+    that sum."""
     c = 0.0
     for tok, x in zip(ids, w, strict=True):
         c += x
         if u < c:
-            return tok
-    # rounding at the very end: the last token with any mass
+            return tok, c
+    return None, c
+
+
+def _last_with_mass(ids: list[int], w: list[float]) -> int:
+    """Rounding at the very end of a walk: the last id with any weight."""
     return next(tok for tok, x in zip(reversed(ids), reversed(w), strict=True) if x > 0)
 
 
