@@ -19,7 +19,8 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from specchat.core.decoding.dist import Dist, accept_draft_token, residual_sample
+from specchat.core.decoding.dist import Dist
+from specchat.core.decoding.speculative import accept_draft_token, residual_sample
 
 EPS = 1e-9
 

@@ -247,7 +247,8 @@ def test_a_listed_q_is_the_arrays_q() -> None:
     """The draft's q kept as Python lists (weights and their sum) answers as a sparse Dist of
     the same ids and normalised probabilities: `prob` (an id it lacks: 0), `top_prob`, and the
     numpy ids and probs a residual reads, made when first asked for."""
-    from specchat.core.decoding.dist import ListedDist, residual_sample
+    from specchat.core.decoding.dist import ListedDist
+    from specchat.core.decoding.speculative import residual_sample
 
     ids, w = [7, 3, 11, 5], [1.0, 0.25, 0.5, 0.125]
     q = ListedDist(ids, w, sum(w), 20)

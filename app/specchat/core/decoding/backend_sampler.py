@@ -10,7 +10,7 @@ samples from. At T > 0 llama.cpp also draws a token for every row in the graph. 
 replay: a chain's random state moves on only when a token is committed to it
 (`llama_sampler_accept`), so every decode starts from the same uniform numbers until then. The
 decoder uses a row's draw only where it commits it (`commit`), and draws on the host where the
-distribution it needs is not the chain's (see `dist.keep_graph_draw`).
+distribution it needs is not the chain's (see `speculative.keep_graph_draw`).
 
 A repeat penalty and top-2 diagnostics are corrected on the host at a few ids from what a chain
 computed (`candidates`); the raw-logits host path (`sampling.Warp`) remains for the few settings

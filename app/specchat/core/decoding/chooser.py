@@ -5,7 +5,7 @@ distribution corrected on the host at a few ids (a repeat penalty, top-2 diagnos
 is judged against them (greedy match, or exact speculative acceptance with residual
 resampling). Rows after the first rejected draft token are not read. At T > 0 over the whole
 vocabulary a token llama.cpp drew in its graph is used where it is a draw from the wanted
-distribution (`dist.keep_graph_draw`); the host draws only where it is not."""
+distribution (`speculative.keep_graph_draw`); the host draws only where it is not."""
 
 from __future__ import annotations
 
@@ -23,19 +23,17 @@ from specchat.core.decoding.backend_sampler import (
     SamplerSpec,
 )
 from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
-from specchat.core.decoding.dist import (
-    Dist,
-    Uniform,
-    accept_draft_token,
-    accept_with,
-    keep_graph_draw,
-    residual_sample,
-    sample,
-)
+from specchat.core.decoding.dist import Dist, Uniform, sample
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import Logits, ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, top2
+from specchat.core.decoding.speculative import (
+    accept_draft_token,
+    accept_with,
+    keep_graph_draw,
+    residual_sample,
+)
 from specchat.core.types import GenerationParams, Mode, Top2
 
 History = Callable[[Sequence[int]], list[int]]  # tokens after ctx -> the penalty's history
@@ -119,7 +117,7 @@ class Chooser:
         if self.graph_draws:
             y = self._graph_draw(i)
             # kept with the penalty's factor on y (1 without one): a draw from the penalised
-            # distribution, the host drawing where it is not kept (`dist.keep_graph_draw`)
+            # distribution, the host drawing where it is not kept (`speculative.keep_graph_draw`)
             if 0 <= y < self.t.n_vocab - 1:
                 if self.how != FULL:
                     return y
