@@ -29,6 +29,13 @@ CACHE_ROOT=${SPECCHAT_SERVER_CACHE:-"$("$PYTHON" -m pip cache dir 2>/dev/null ||
 # The build is tuned for this CPU (GGML_NATIVE): key the cache by the CPU's feature flags so a
 # cache carried to another machine is rebuilt instead of dying with SIGILL.
 CPU_FLAGS=$( (grep -m1 -E '^(flags|Features)' /proc/cpuinfo 2>/dev/null || sysctl -n machdep.cpu.features 2>/dev/null || uname -m) | cksum | cut -d' ' -f1)
+# Intel AMX's kernels crash the pinned llama.cpp (app/specchat/core/machine/amx.py): where the
+# native build would compile them in, the compiler is told to leave them out.
+NO_AMX=$("$PYTHON" -c "import runpy; m = runpy.run_path('app/specchat/core/machine/amx.py'); print(' '.join(m['NO_AMX_FLAGS']) if m['native_has_amx']() else '')")
+if [ -n "$NO_AMX" ]; then
+    export CFLAGS="${CFLAGS:-} $NO_AMX" CXXFLAGS="${CXXFLAGS:-} $NO_AMX"
+    CPU_FLAGS="$CPU_FLAGS-no-amx"
+fi
 DEST="$CACHE_ROOT/$VERSION/$(uname -m)-$CPU_FLAGS"
 BIN="$DEST/llama-server"
 

@@ -100,6 +100,14 @@ def test_other_advice() -> None:
     assert "NVIDIA RTX 4090 (GPU, CUDA backend): 21.47 GB free of 25.77 GB" in render(f)
 
 
+def test_doctor_says_what_an_amx_build_costs_and_how_to_rebuild() -> None:
+    plain = replace(CPU_BUILD, system_info="CPU : AVX2 = 1 | OPENMP = 1 |")
+    assert not any("AMX" in a for a in advice(facts(plain)))
+    amx = replace(CPU_BUILD, system_info="CPU : AVX512 = 1 | AMX_INT8 = 1 |")
+    (line,) = [a for a in advice(facts(amx)) if "AMX" in a]
+    assert "crash" in line and "slower" in line and "pip_install.py" in line
+
+
 def test_install_hints_per_distribution() -> None:
     missing = ["libxcb-cursor.so.0", "libxcb-icccm.so.4"]
     assert install_hint(missing, "debian") == "sudo apt install libxcb-cursor0 libxcb-icccm4"

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from specchat import __version__
+from specchat.core.machine.amx import REBUILD_HINT as AMX_REBUILD
+from specchat.core.machine.amx import amx_in_build
 from specchat.core.machine.backend_choice import (
     BackendChoice,
     BuildFacts,
@@ -102,6 +104,12 @@ def advice(f: SystemFacts) -> list[str]:
             "This machine has an NVIDIA GPU but not the CUDA toolkit (nvcc), which a CUDA build "
             "of llama-cpp-python needs: install it, then run the set-up again "
             "(it builds for CUDA when it finds both)."
+        )
+    if amx_in_build(b.system_info):
+        out.append(
+            "This llama.cpp build has Intel AMX compiled in; its kernels crash the pinned "
+            "llama.cpp at the first decode, so SpecChat loads models without them and without "
+            f"llama.cpp's other repacked weight layouts (slower). {AMX_REBUILD}"
         )
     skipped = _skipped_vulkan(f)
     if skipped:

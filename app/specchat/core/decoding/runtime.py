@@ -35,6 +35,7 @@ from specchat.core.decoding.config import (
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
+from specchat.core.machine.amx import amx_in_build
 from specchat.core.machine.llama_log import capture
 
 __all__ = [
@@ -52,6 +53,18 @@ Logits = npt.NDArray[np.float32]
 
 _backend_lock = threading.Lock()
 _backend_ready = False
+
+
+def model_params(llama_cpp: Any, n_gpu_layers: int, system_info: str) -> Any:
+    """llama.cpp's model parameters for a load (-1 GPU layers: all). A build with Intel AMX
+    compiled in loads without llama.cpp's extra weight layouts: AMX's crashes the pinned
+    llama.cpp at the first decode (core/machine/amx.py); slower, but alive."""
+    mparams = llama_cpp.llama_model_default_params()
+    mparams.n_gpu_layers = 0x7FFFFFFF if n_gpu_layers < 0 else n_gpu_layers
+    if amx_in_build(system_info):
+        mparams.use_extra_bufts = False
+        log.warning("this llama.cpp build has Intel AMX: models load without its kernels")
+    return mparams
 
 
 def _llama():  # imported lazily so that `specchat.core` imports without the native library
@@ -137,9 +150,8 @@ class ModelRuntime:
     def _load_model(self, llama_cpp: Any) -> Any:
         from llama_cpp import _internals
 
-        mparams = llama_cpp.llama_model_default_params()
-        n_gpu = self.config.n_gpu_layers
-        mparams.n_gpu_layers = 0x7FFFFFFF if n_gpu < 0 else n_gpu
+        info = llama_cpp.llama_print_system_info().decode(errors="replace")
+        mparams = model_params(llama_cpp, self.config.n_gpu_layers, info)
         try:
             return _internals.LlamaModel(path_model=str(self.path), params=mparams, verbose=False)
         except ValueError as exc:
