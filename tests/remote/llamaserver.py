@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from busyload import BUILD_PGID
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "packaging" / "build-llama-server.sh"
@@ -40,8 +42,13 @@ class ServerBuild:
                 env=env,
                 start_new_session=True,  # stop() ends the compilers too
             )
+        # tests that meter other programs' CPU time pause it meanwhile (busyload.py)
+        os.environ[BUILD_PGID] = str(self.proc.pid)
 
     def result(self, timeout_s: float = 3600) -> Path:
+        os.environ.pop(BUILD_PGID, None)  # never left stopped while this waits for it
+        with contextlib.suppress(OSError):
+            os.killpg(self.proc.pid, signal.SIGCONT)
         try:
             self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -58,6 +65,7 @@ class ServerBuild:
         return path
 
     def stop(self) -> None:
+        os.environ.pop(BUILD_PGID, None)
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
@@ -86,6 +94,7 @@ class LlamaServer:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
     def stop(self) -> None:
+        os.environ.pop(BUILD_PGID, None)
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
