@@ -4,7 +4,9 @@ models without llama.cpp's extra weight layouts (doctor's advice: test_system.py
 
 from __future__ import annotations
 
+import os
 import platform
+import shutil
 from pathlib import Path
 
 import llama_cpp
@@ -60,6 +62,9 @@ def test_the_flags_leave_amx_out_of_a_native_build() -> None:
         assert has_amx_macros(macros)
     without = native_macros(None, *NO_AMX_FLAGS)
     assert without is not None and not has_amx_macros(without)
+    if shutil.which("env"):  # a CC with a launcher in front, as ccache users set it
+        launched = native_macros("env LC_ALL=C " + (os.environ.get("CC") or "cc"))
+        assert launched is not None and has_amx_macros(launched) == has_amx_macros(macros)
     assert "__AVX2__" in without or "__AVX2__" not in macros  # the rest stays native
 
 

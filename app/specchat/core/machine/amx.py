@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Mapping
@@ -42,13 +43,13 @@ def native_macros(cc: str | None = None, *flags: str) -> str | None:
     if not compiler:
         return None
     try:
-        proc = subprocess.run(
-            [compiler, "-march=native", *flags, "-dM", "-E", "-x", "c", os.devnull],
+        proc = subprocess.run(  # CC may carry a launcher or flags: "ccache gcc", "gcc -m64"
+            [*shlex.split(compiler), "-march=native", *flags, "-dM", "-E", "-x", "c", os.devnull],
             capture_output=True,
             text=True,
             timeout=60,
         )
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, ValueError, subprocess.SubprocessError):
         return None
     return proc.stdout if proc.returncode == 0 else None
 
