@@ -112,11 +112,8 @@ def _minus(p: Dist, ids: list[int], probs: list[float]) -> Dist:
 
 
 def _dense_residual(p: Dist, q: Dist) -> Dist:
-    assert p.w is not None and q.w is not None
-    w = p.w.astype(np.float32, copy=True)
-    if p.fix_ids is not None:
-        assert p.fix_w is not None
-        w[p.fix_ids] = p.fix_w
+    assert q.w is not None
+    w = _patched_copy(p)
     m = min(p.n_vocab, q.n_vocab)
     np.multiply(w, q.total / p.total, out=w)  # w is now p * q.total
     qw = q.w[:m] if q.fix_ids is None else _patched_copy(q)[:m]
@@ -126,9 +123,12 @@ def _dense_residual(p: Dist, q: Dist) -> Dist:
 
 
 def _patched_copy(d: Dist) -> npt.NDArray[np.float32]:
-    assert d.w is not None and d.fix_ids is not None and d.fix_w is not None
+    """A dense distribution's weights with its patch applied, as a new float32 array."""
+    assert d.w is not None
     w = d.w.astype(np.float32, copy=True)
-    w[d.fix_ids] = d.fix_w
+    if d.fix_ids is not None:
+        assert d.fix_w is not None
+        w[d.fix_ids] = d.fix_w
     return w
 
 

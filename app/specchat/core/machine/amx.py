@@ -75,4 +75,4 @@ def without_amx(env: Mapping[str, str]) -> dict[str, str]:
 
 def amx_in_build(system_info: str | None) -> bool:
     """Whether a llama.cpp build has AMX compiled in, from `llama_print_system_info()`."""
-    return bool(system_info) and bool(_AMX_INFO.search(system_info or ""))
+    return bool(system_info and _AMX_INFO.search(system_info))
