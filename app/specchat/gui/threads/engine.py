@@ -236,6 +236,11 @@ class EngineController(QObject):
     _requestShutdown = Signal()
 
     busyChanged = Signal(bool)
+    # the worker's `loaded`, relayed after `loading_models` turns false: whoever listens has
+    # the new models in the same turn of the event loop as the flag (the worker's own signal
+    # reaches each listener as a separate event, so the flag could be read false before a
+    # listener had the models)
+    loaded = Signal(object)
 
     def __init__(
         self,
@@ -264,7 +269,6 @@ class EngineController(QObject):
         self.thread_.finished.connect(w.deleteLater)
         # what the rest of the GUI listens to
         self.loading = w.loading
-        self.loaded = w.loaded
         self.loadFailed = w.loadFailed
         self.token = w.token
         self.finished = w.finished
@@ -302,8 +306,9 @@ class EngineController(QObject):
             self.busyChanged.emit(False)
 
     @Slot(object)
-    def _load_done(self, _info: object) -> None:
+    def _load_done(self, info: object) -> None:
         self._loading = False
+        self.loaded.emit(info)
 
     # -- requests ---------------------------------------------------------------------------
     def load(self, req: LoadRequest) -> None:
