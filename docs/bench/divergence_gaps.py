@@ -2,12 +2,13 @@
 
     .venv/bin/python docs/bench/divergence_gaps.py docs/bench/host-xeon.json
 
-For every prompt where a mode's text is not off's, off is decoded again alone (greedy, the
-report's prompt and 64 tokens, caches emptied first: how a prompt's prefill is split into
-batches also moves the last bits of a logit) with its top-2 recorded, its text checked against
-the report's off text, and the two best logits at the first divergence printed. A gap of a few
-hundredths of a logit is a near-tie that batched verification rounds the other way
-(docs/benchmarks.md); a large gap would be a bug.
+For every prompt where a mode's text is not off's, off is decoded again alone (greedy; the
+report's target, suite, prompt, token limit, context, threads and GPU layers; caches emptied
+first: how a prompt's prefill is split into batches also moves the last bits of a logit) with its
+top-2 recorded, its text checked against the report's off text, and the two best logits at the
+first divergence printed. A gap of a few hundredths of a logit is a near-tie that batched
+verification rounds the other way (docs/benchmarks.md); how far a batch moves the margin on a
+backend is what docs/bench/batch_drift.py measures, and a gap beyond that would be a bug.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from specchat.core.bench.runner import BenchSettings, prepare
 from specchat.core.bench.suite import load_suite
@@ -31,11 +33,20 @@ def main() -> None:
         for r in report["records"]
         if r["mode"] != "off" and r.get("identical_to_off") is False
     ]
-    target, _ = default_pair_paths()
-    engine = Engine(target, None, target_config=RuntimeConfig(n_ctx=4096, n_threads=2))
-    settings = BenchSettings(repeats=1, max_tokens=64)
-    params = replace(settings.params, max_tokens=64, record_top2=True)
-    prompts = {p.id: p for p in load_suite().prompts}
+    s = report["settings"]
+    target = Path(report["models"]["target"]["path"])
+    if not target.is_file():  # a report from another machine: this one's default target
+        target, _ = default_pair_paths()
+    config = RuntimeConfig(
+        n_ctx=s.get("ctx") or 4096,
+        n_threads=s.get("threads") or 2,
+        n_gpu_layers=s.get("target_gpu_layers") or 0,
+    )
+    engine = Engine(target, None, target_config=config)
+    limit = s.get("max_tokens") or 64
+    settings = BenchSettings(repeats=1, max_tokens=limit)
+    params = replace(settings.params, max_tokens=limit, record_top2=True)
+    prompts = {p.id: p for p in load_suite(s.get("suite")).prompts}
     for pid in sorted({p for p, _, _ in parted}):
         engine.reset_caches()
         prepared = prepare(engine, prompts[pid], settings)
