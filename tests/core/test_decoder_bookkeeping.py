@@ -328,3 +328,68 @@ def test_auto_learns_from_the_proposals_it_does_not_send() -> None:
     learned = {cls: a.mean for cls, a in judged.items()}  # (4: the prior's own weight)
     assert learned and "long/c95" in learned and "o-one/c95" in learned, learned
     assert all(mean > prior(False, cls) for cls, mean in learned.items()), learned
+
+
+class _CountingLookup(NgramDrafter):
+    """The real n-gram drafter, noting how long the text was at each request for a proposal."""
+
+    def __init__(self, **kw) -> None:
+        super().__init__(**kw)
+        self.asked_at: list[int] = []
+
+    def propose(self, k=None, stop_below=0.02, more=None):
+        self.asked_at.append(len(self._tokens))
+        return super().propose(k, stop_below, more)
+
+
+def teach_lookup(cm: CostModel, cls: str, alpha: float) -> None:
+    """60 lookup verifications of 4 tokens of class `cls`: all kept (alpha 1), or one in ten
+    kept and the rest refused at their first token."""
+    for i in range(60):
+        kept = 4 if alpha == 1.0 or i % 10 == 0 else 0
+        cm.observe_accept(LOOKUP, [cls] * 4, 4, kept)
+
+
+def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch) -> None:
+    """Auto on a CPU's curve, where guesses on one to three matched tokens were refused (10 %)
+    and copies of four or more were kept: the reply first writes 24 tokens of the prompt's
+    text shuffled (every proposal a guess, priced far below paying), then copies 30 tokens of
+    it. With rests (cost_model.REST_STEPS = 3) the guesses are looked for on at most a third
+    of the steps they were without (0), the text is the same, and the copy's first draft is
+    verified at most REST_STEPS steps later. Fails if a far plan does not rest the next
+    steps (as many proposals), or if a rest outlasts REST_STEPS or blocks the copy."""
+    from specchat.core.decoding import cost_model
+    from specchat.core.decoding.cost_curve import CostCurve
+
+    curve = CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (9, 7.47), (17, 11.5)), t1_s=0.04)
+    rng = np.random.default_rng(11)
+    text = [int(x) for x in rng.permutation(np.arange(10, 200))[:60]]
+    prompt = PROMPT + text
+    shuffled = [int(x) for x in rng.permutation(text)[:24]]
+    target_ids = shuffled + text[24:54]
+
+    def reply(rest: int) -> tuple[list[int], int, int]:
+        monkeypatch.setattr(cost_model, "REST_STEPS", rest)
+        cm = CostModel().steady(t1=0.04, host=0.0).use_curve(curve)
+        for length, alpha in (("one", 0.1), ("two", 0.1), ("short", 0.1), ("mid", 1.0)):
+            for n in (length, "long", "span16", "span32") if alpha == 1.0 else (length,):
+                for band in ("c95", "c75", "c50", "c00"):
+                    for opening in ("", OPENING):
+                        teach_lookup(cm, f"{opening}{n}/{band}", alpha)
+        target = StandIn(reply_script(len(prompt), target_ids))
+        target.n_vocab = 200
+        params = GenerationParams(p_min=0.0, k_init=4, max_tokens=len(target_ids))
+        lookup = _CountingLookup(min_match=params.lookup_min_match, k_max=params.k_max)
+        dec = Decoder(target, prompt, params, Mode.AUTO, model=None, lookup=lookup, cost=cm)
+        ids = [t for ev in dec.run() for t in ev.token_ids]
+        steps = [len(call) for call in target.decoded[1:]]
+        first_draft = next(i for i, n in enumerate(steps) if n > 1)
+        guesses = sum(1 for n in lookup.asked_at if n < len(prompt) + len(shuffled))
+        return ids, guesses, first_draft
+
+    ids0, asked0, first0 = reply(0)
+    ids3, asked3, first3 = reply(3)
+    assert ids0 == ids3 == target_ids
+    assert first0 >= len(shuffled) - 1  # no guess was drafted: the copy's first draft follows
+    assert first0 <= first3 <= first0 + 3, (first0, first3)
+    assert asked0 >= len(shuffled) - 1 and asked3 * 3 <= asked0 + 3, (asked0, asked3)

@@ -20,6 +20,9 @@ from specchat.core.decoding.drafting import DRAFT, LOOKUP, Plan, Why
 from specchat.core.decoding.step_costs import INF, StepCosts
 
 FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
+# lookup below FAR x margin: the next REST_STEPS steps look for no draft (Plan.rest; the host
+# work of a step that proposes and plans was 4-9 % of a plain step on an H100, docs/gpu.md)
+REST_STEPS = 3
 HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
 RISKY = (
     "{} would run at {:.2f}x, but a refused draft could lose more than the {:.1f} steps this"
@@ -161,7 +164,11 @@ class CostModel(StepCosts):
             options.append(Plan(DRAFT, k, gain, Why("draft model k={} (α≈{:.2f})", k, a)))
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
-            return self._plain(options, lookup_alphas, figures, max_loss)
+            plain = self._plain(options, lookup_alphas, figures, max_loss)
+            if not draft_ok and lookup_alphas:
+                far = self.best_chain(LOOKUP, lookup_alphas)[1] < FAR * self.margin
+                return Plan(None, 0, 1.0, plain.why, REST_STEPS if far else 0)
+            return plain
         for o in options:
             if o.drafter != best.drafter:
                 assert o.drafter is not None

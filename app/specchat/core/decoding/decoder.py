@@ -82,8 +82,7 @@ class Decoder:
         self._t0 = 0.0
         self._t_first = 0.0
         self._clocks0: tuple[float, int] = (0.0, 0)
-        self._llama_first = 0.0  # the llama clock at the first token
-        self._llama_at_event = 0.0  # the llama clock when the last event was made
+        self._llama_first = self._llama_at_event = 0.0  # llama clock: first token, last event
         # the step being built: its tokens, their origin, their top-2 (diagnostics)
         self._ids: list[int] = []
         self._flags: list[bool] = []
@@ -93,6 +92,7 @@ class Decoder:
         self._proposal: Proposal | None = None
         self._why: Why | None = None  # Auto: the last plan's reason
         self._noted: tuple[str | None, int] = ("", 0)  # the drafter noted, steps since
+        self._rest = 0  # Auto: steps left that look for no draft (Plan.rest)
         self.risk = RiskBudget()  # Auto: what this reply may still lose to refused drafts
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
@@ -147,8 +147,7 @@ class Decoder:
         st.host_rows = rows - self._clocks0[1]
         segs = self._text.take()
         text = segs[0][0] if len(segs) == 1 else "".join(s for s, _ in segs)
-        # A step's event carries the live figures (read them, or poll them, while the reply
-        # runs); the last event carries a copy that no later request changes.
+        # live figures in a step's event (polled while the reply runs), a copy in the last one
         ev = TokenEvent(
             text,
             tuple(self._ids),
@@ -314,6 +313,9 @@ class Decoder:
             return self._model_draft(min(limit, self.model.k)), DRAFT, [""]
         limit = min(limit, self.p.lookup_k_max)
         if self.mode is Mode.AUTO:  # no walk past what the reply can risk (risk.py)
+            if self._rest:  # the last plan found lookup far from paying
+                self._rest -= 1
+                return none, "", []
             limit = max(1, longest_within(self.cost, self.risk.left, limit))
         prop = self.lookup.propose(
             limit,
@@ -336,14 +338,13 @@ class Decoder:
             draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
             max_loss=self.risk.left,
         )
-        # the reason, formatted on a new choice and every NOTE_EVERY steps (the window reads it
-        # a few times a second; the last event's is the last plan's)
+        # the reason: formatted on a new choice and every NOTE_EVERY steps (the window polls it)
         self._why, (last, since) = plan.why, self._noted
         fresh = plan.drafter != last or since >= NOTE_EVERY
         self._noted = (plan.drafter, 0 if fresh else since + 1)
         if fresh:
             self.stats.note = plan.reason
-        self.stats.k_current = plan.k
+        self.stats.k_current, self._rest = plan.k, plan.rest
         if plan.drafter == LOOKUP:
             return self._lookup_draft(prop, plan.k), LOOKUP, classes
         if plan.drafter == DRAFT:
@@ -383,9 +384,8 @@ class Decoder:
             self.lookup.feedback(self._proposal, k, m)
         if kind == DRAFT and self.model is not None:
             self.model.feedback(k, m)
-        # Emit the accepted drafts and the target's token, then roll both caches back to
-        # ctx + the accepted drafts. A model that cannot cut its cache back gets the kept
-        # tokens decoded again (after the rows, which live in llama.cpp's buffer, are used).
+        # Emit the accepted drafts and the target's token, then roll both caches back to ctx +
+        # them (a model that cannot cut its cache decodes them again once the rows are read).
         try:
             for i in range(m):
                 self._push(tokens[i], True, rows, i)

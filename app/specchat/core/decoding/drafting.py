@@ -48,6 +48,7 @@ class Plan:
     k: int
     speedup: float  # expected rate relative to plain decoding
     why: Why
+    rest: int = 0  # Auto: steps that look for no lookup draft (lookup far from paying)
 
     @property
     def reason(self) -> str:
