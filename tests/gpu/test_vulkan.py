@@ -17,6 +17,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+from specchat.core.bench.compare import (
+    NEAR_TIE_GPU_LOGITS,
+    PassResult,
+    find_divergence,
+    near_tie_limit,
+)
 from specchat.core.decoding.runtime import RuntimeConfig
 from specchat.core.engines.local import Engine
 from specchat.core.gguf.header import read_gguf_info
@@ -194,6 +200,16 @@ def test_both_on_the_device_then_another_pair(model_paths, vulkan_device) -> Non
     engine, t_rep, d_rep = load(small, small, -1, -1)
     try:
         assert t_rep.where() == "Vulkan0 (llvmpipe): 25/25 layers"
+        # a greedy divergence here is judged against what a GPU's batches move the margin by
+        a_id, b_id = engine.target.tokenize(" apple banana", add_special=False)[:2]
+        wide = find_divergence(
+            engine,
+            PassResult(mode="off", token_ids=[1, a_id], gaps=[3.0, 1.5]),
+            PassResult(mode="draft", token_ids=[1, b_id], gaps=[3.0, 1.5]),
+            GenerationParams(),
+        )
+        assert engine.target_on_gpu and near_tie_limit(engine) == NEAR_TIE_GPU_LOGITS
+        assert wide is not None and wide.near_tie and "GPU" in wide.explanation
         plain = greedy(engine, EDIT, "off", 8)
         for mode in ("draft", "lookup"):
             assert_same_or_near_tie(plain, greedy(engine, EDIT, mode, 8), f"all on device, {mode}")

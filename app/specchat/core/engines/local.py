@@ -114,12 +114,16 @@ class Engine(OneReplyAtATime):
         if old is not None:
             old.close()
 
+    @property
+    def target_on_gpu(self) -> bool:
+        """Whether the target's layers run on a GPU backend (asked for, and the build offloads)."""
+        return self.target.config.n_gpu_layers != 0 and gpu_offload_supported()
+
     def _new_cost_model(self) -> CostModel:
-        gpu = self.target.config.n_gpu_layers != 0 and gpu_offload_supported()
         ratio = 0.45
         if self.draft is not None:
             ratio = min(1.0, self.draft.size_bytes / max(self.target.size_bytes, 1))
-        return CostModel(gpu=gpu, draft_cost_ratio=ratio, curve=self.cost_curve)
+        return CostModel(gpu=self.target_on_gpu, draft_cost_ratio=ratio, curve=self.cost_curve)
 
     def measure_cost_curve(
         self,
