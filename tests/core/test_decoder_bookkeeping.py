@@ -393,3 +393,39 @@ def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch) -> None:
     assert first0 >= len(shuffled) - 1  # no guess was drafted: the copy's first draft follows
     assert first0 <= first3 <= first0 + 3, (first0, first3)
     assert asked0 >= len(shuffled) - 1 and asked3 * 3 <= asked0 + 3, (asked0, asked3)
+
+
+def test_auto_drafts_copies_where_only_long_drafts_can_pay() -> None:
+    """Auto on an H100's curve for a 135M model (a one-token decode replays a CUDA graph, a
+    batch cannot: 2 -> 4.64 and nearly flat to 65; 5 tokens the shortest draft that can pay),
+    with estimates that trust every copy: a reply copying 40 tokens of the prompt drafts within
+    its first steps, mostly in verifications, and loses at most the shortest paying draft's
+    refusal (rel(6) - 1 = 4.31 decodes) + SHARE x its tokens. Fails if the budget starts at
+    START (1.7) alone, or if proposals stop at their first 4 tokens when 4 cannot pay: then
+    every one of the 40 tokens comes from a plain step (seen on the H100: quote-verbatim-300 at
+    0.94x of off). On the CPUs' curves (2 -> 1.56-1.92) neither changes anything."""
+    from specchat.core.decoding.cost_curve import CostCurve
+    from specchat.core.decoding.risk import SHARE, START, opening_risk
+
+    curve = CostCurve(((1, 1.0), (2, 4.64), (9, 5.81), (17, 5.95), (33, 6.5), (65, 7.95)))
+    cm = CostModel().steady(t1=0.0012, host=0.0).use_curve(curve)
+    for length in ("one", "two", "short", "mid", "long", "span16", "span32"):
+        for band in ("c95", "c75", "c50", "c00"):
+            for opening in ("", OPENING):
+                teach_lookup(cm, f"{opening}{length}/{band}", 1.0)
+    start = curve.rel(6) - 1.0
+    assert opening_risk(cm) == pytest.approx(start)
+    cpu = CostModel().steady(t1=0.07, host=0.0)
+    cpu.use_curve(CostCurve(((1, 1.0), (2, 1.56), (5, 2.25), (9, 3.32), (17, 4.47))))
+    assert opening_risk(cpu) == START
+    text = [int(x) for x in np.random.default_rng(12).permutation(np.arange(10, 200))[:60]]
+    prompt = PROMPT + text
+    target = StandIn(reply_script(len(prompt), text[:40]))
+    target.n_vocab = 200
+    dec = decoder(target, Mode.AUTO, prompt=prompt, cost=cm, max_tokens=40)
+    assert [t for ev in dec.run() for t in ev.token_ids] == text[:40]
+    steps = [len(call) for call in target.decoded[1:]]
+    assert any(n > 1 for n in steps[:4]), steps  # a draft in the reply's first steps
+    assert len(steps) < 20, steps  # most of the copy came through verifications
+    lost = sum(curve.rel(n) for n in steps) - (40 - 1)
+    assert lost <= start + SHARE * 40 + 1e-6, (lost, steps)

@@ -23,6 +23,7 @@ FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8
 # lookup below FAR x margin: the next REST_STEPS steps look for no draft (Plan.rest; the host
 # work of a step that proposes and plans was 4-9 % of a plain step on an H100, docs/gpu.md)
 REST_STEPS = 3
+NO_SHORT_PAYS_LOOK = 64  # would_draft: how far a curve dear at every short length looks
 HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
 RISKY = (
     "{} would run at {:.2f}x, but a refused draft could lose more than the {:.1f} steps this"
@@ -109,8 +110,15 @@ class CostModel(StepCosts):
 
     def would_draft(self, drafter: str, classes: Sequence[str]) -> bool:
         """Whether some of these classes' tokens are worth drafting (a longer draft may pay
-        more still: on a CPU's curve 3 tokens can beat 4 while 6 beat both)."""
-        return self.best_chain(drafter, self.acceptances(drafter, classes))[0] > 0
+        more still: on a CPU's curve 3 tokens can beat 4 while 6 beat both). Where no draft as
+        short as these could pay even with every token kept (a GPU whose one-token decodes
+        replay a captured graph: 2 -> 4.6, 5 tokens the shortest that can pay), the tokens
+        after them are taken to be as sure as the last of them."""
+        alphas = self.acceptances(drafter, classes)
+        n = len(alphas)
+        if n and all(self.rel(k + 1) >= k + 1 for k in range(1, n + 1)):
+            alphas = alphas + [alphas[-1]] * (NO_SHORT_PAYS_LOOK - n)
+        return self.best_chain(drafter, alphas)[0] > 0
 
     def plan(
         self,

@@ -23,7 +23,7 @@ from specchat.core.decoding.dist import sample
 from specchat.core.decoding.draft_model import ModelDrafter
 from specchat.core.decoding.drafting import DRAFT, LOOKUP, Draft, Why
 from specchat.core.decoding.ngram import HISTORY, NgramDrafter, Proposal
-from specchat.core.decoding.risk import RiskBudget, copy_cap, longest_within
+from specchat.core.decoding.risk import RiskBudget, copy_cap, longest_within, opening_risk
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.sampling import Warp
 from specchat.core.decoding.text_stream import TextStream
@@ -93,7 +93,7 @@ class Decoder:
         self._why: Why | None = None  # Auto: the last plan's reason
         self._noted: tuple[str | None, int] = ("", 0)  # the drafter noted, steps since
         self._rest = 0  # Auto: steps left that look for no draft (Plan.rest)
-        self.risk = RiskBudget()  # Auto: what this reply may still lose to refused drafts
+        self.risk = RiskBudget(opening_risk(cost))  # Auto: what this reply may still lose
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
 

@@ -7,9 +7,10 @@ over replies (a quote that copied 300 tokens makes an edit's copy look as safe),
 gain does not keep a reply from losing. Two bounds:
 - `copy_cap`: a lookup draft is at most twice its copy's current match (at least SLOW_START);
 - `RiskBudget`: a step drafts only what it could lose (its cost less the one token it surely
-  yields, in one-token decodes) within what the reply has won so far, plus START decodes and
-  SHARE of every token produced. A reply whose drafts fail loses at most START + SHARE x its
-  tokens; one whose drafts pay earns longer ones.
+  yields, in one-token decodes) within what the reply has won so far, plus START decodes (or
+  the shortest paying draft's refusal where that costs more: `opening_risk`) and SHARE of every
+  token produced. A reply whose drafts fail loses at most that start + SHARE x its tokens; one
+  whose drafts pay earns longer ones.
 Where verifying is nearly free (a GPU, a flat curve) a refusal loses nothing: neither binds.
 """
 
@@ -33,6 +34,18 @@ def copy_cap(curve: CostCurve | None, match: int) -> int:
     return max(SLOW_START, 2 * match)
 
 
+def opening_risk(cost: StepCosts) -> float:
+    """What a reply may lose before it has won anything: START, or the refusal of the shortest
+    lookup draft that could pay at all (every token kept), as `cost` prices it, where that is
+    more. Where any batch costs several one-token decodes (an H100 replays a captured graph for
+    one token, never for a batch: 2 -> 3.4-5.1 with a 135M model, nearly flat after) START alone
+    let no draft that could pay through until ~260 tokens had passed."""
+    for k in range(1, 65):
+        if cost.rel(k + 1) < k + 1:
+            return max(START, cost.step_units(LOOKUP, k) - 1.0 + 1e-9)
+    return START
+
+
 def longest_within(cost: StepCosts, max_loss: float, k_max: int) -> int:
     """The longest lookup draft, at most k_max, whose refusal loses at most `max_loss`
     one-token steps as `cost` prices steps (its best_chain stops at the same length)."""
@@ -51,8 +64,8 @@ class RiskBudget:
 
     __slots__ = ("left",)
 
-    def __init__(self) -> None:
-        self.left = START
+    def __init__(self, start: float = START) -> None:
+        self.left = start
 
     def step(self, produced: int, cost: float) -> None:
         """A step yielded `produced` tokens and cost `cost` one-token decodes (a plain step:
