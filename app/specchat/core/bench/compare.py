@@ -229,8 +229,9 @@ def find_divergence(
         return p.gaps[i] if i < len(p.gaps) else None
 
     off_gap, on_gap = gap(off, index), gap(on, index)
-    on_gpu = getattr(engine, "target_on_gpu", False)
-    near_tie = off_gap is not None and off_gap < near_tie_limit(engine)
+    limit = near_tie_limit(engine)
+    on_gpu = limit > NEAR_TIE_LOGITS
+    near_tie = off_gap is not None and off_gap < limit
     if index >= n:
         shorter = "off" if len(a) < len(b) else on.mode
         explanation = (

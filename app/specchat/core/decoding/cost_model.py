@@ -116,7 +116,7 @@ class CostModel(StepCosts):
         after them are taken to be as sure as the last of them."""
         alphas = self.acceptances(drafter, classes)
         n = len(alphas)
-        if n and all(self.rel(k + 1) >= k + 1 for k in range(1, n + 1)):
+        if n and self.shortest_paying(n) is None:
             alphas = alphas + [alphas[-1]] * (NO_SHORT_PAYS_LOOK - n)
         return self.best_chain(drafter, alphas)[0] > 0
 

@@ -40,10 +40,8 @@ def opening_risk(cost: StepCosts) -> float:
     more. Where any batch costs several one-token decodes (an H100 replays a captured graph for
     one token, never for a batch: 2 -> 3.4-5.1 with a 135M model, nearly flat after) START alone
     let no draft that could pay through until ~260 tokens had passed."""
-    for k in range(1, 65):
-        if cost.rel(k + 1) < k + 1:
-            return max(START, cost.step_units(LOOKUP, k) - 1.0 + 1e-9)
-    return START
+    k = cost.shortest_paying()
+    return START if k is None else max(START, cost.step_units(LOOKUP, k) - 1.0 + 1e-9)
 
 
 def longest_within(cost: StepCosts, max_loss: float, k_max: int) -> int:

@@ -68,6 +68,11 @@ class StepCosts:
             return 1.0 + self.beta * (n - 1)
         return self._rel[n] if n < len(self._rel) else self.curve.rel(n)
 
+    def shortest_paying(self, longest: int = 64) -> int | None:
+        """The shortest draft (at most `longest`) that could beat plain decoding with every
+        token kept: k + 1 tokens for a decode of k + 1; None where none could."""
+        return next((k for k in range(1, longest + 1) if self.rel(k + 1) < k + 1), None)
+
     def steady(self: _Self, t1: float = 0.01, beta: float = 0.05, host: float = 0.0) -> _Self:
         """Fix the timing figures (acceptance is still learned): draft lengths that depend on
         the text alone, for runs reproducible across machines (exactness tests, examples)."""
