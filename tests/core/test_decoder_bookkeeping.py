@@ -331,14 +331,24 @@ def test_auto_learns_from_the_proposals_it_does_not_send() -> None:
 
 
 class _CountingLookup(NgramDrafter):
-    """The real n-gram drafter, noting how long the text was at each request for a proposal."""
+    """The real n-gram drafter, noting how long its text was at each request for a proposal
+    (and, given the target, how long the decoder's was) and how often it was extended."""
 
-    def __init__(self, **kw) -> None:
+    def __init__(self, target: StandIn | None = None, **kw) -> None:
         super().__init__(**kw)
+        self.target = target
         self.asked_at: list[int] = []
+        self.lagged = 0  # proposals asked of an index that lacked some of the text
+        self.extends = 0
+
+    def extend(self, tokens) -> None:
+        self.extends += 1
+        super().extend(tokens)
 
     def propose(self, k=None, stop_below=0.02, more=None):
         self.asked_at.append(len(self._tokens))
+        if self.target is not None:  # the target's cache holds all the text but its last token
+            self.lagged += len(self._tokens) != len(self.target.cache) + 1
         return super().propose(k, stop_below, more)
 
 
@@ -356,8 +366,11 @@ def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch) -> None:
     text shuffled (every proposal a guess, priced far below paying), then copies 30 tokens of
     it. With rests (cost_model.REST_STEPS = 3) the guesses are looked for on at most a third
     of the steps they were without (0), the text is the same, and the copy's first draft is
-    verified at most REST_STEPS steps later. Fails if a far plan does not rest the next
-    steps (as many proposals), or if a rest outlasts REST_STEPS or blocks the copy."""
+    verified at most REST_STEPS steps later; a rest's steps leave the index's upkeep to the
+    next look (fewer extensions than steps), which still sees the whole text. Fails if a far
+    plan does not rest the next steps (as many proposals), if a rest outlasts REST_STEPS or
+    blocks the copy, if resting steps extend the index, or if a look after a rest misses the
+    tokens emitted during it."""
     from specchat.core.decoding import cost_model
     from specchat.core.decoding.cost_curve import CostCurve
 
@@ -379,16 +392,20 @@ def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch) -> None:
         target = StandIn(reply_script(len(prompt), target_ids))
         target.n_vocab = 200
         params = GenerationParams(p_min=0.0, k_init=4, max_tokens=len(target_ids))
-        lookup = _CountingLookup(min_match=params.lookup_min_match, k_max=params.k_max)
+        lookup = _CountingLookup(target, min_match=params.lookup_min_match, k_max=params.k_max)
         dec = Decoder(target, prompt, params, Mode.AUTO, model=None, lookup=lookup, cost=cm)
         ids = [t for ev in dec.run() for t in ev.token_ids]
         steps = [len(call) for call in target.decoded[1:]]
         first_draft = next(i for i, n in enumerate(steps) if n > 1)
         guesses = sum(1 for n in lookup.asked_at if n < len(prompt) + len(shuffled))
+        assert lookup.lagged == 0
+        upkeep.append((lookup.extends, len(steps)))
         return ids, guesses, first_draft
 
+    upkeep: list[tuple[int, int]] = []  # (index extensions, steps) per reply
     ids0, asked0, first0 = reply(0)
     ids3, asked3, first3 = reply(3)
+    assert upkeep[0][0] >= upkeep[0][1] and upkeep[1][0] < upkeep[1][1] - 10, upkeep
     assert ids0 == ids3 == target_ids
     assert first0 >= len(shuffled) - 1  # no guess was drafted: the copy's first draft follows
     assert first0 <= first3 <= first0 + 3, (first0, first3)

@@ -68,6 +68,7 @@ class Chooser:
         self.backend = False  # llama.cpp's graph computes what the target's tokens need
         self.how = HOST
         self.graph_draws = False  # llama.cpp's own draw of a row may be used (see choose)
+        self.graph_token: Callable[[int], int] | None = None  # see setup
         self.fix = HostFix(warp, target.sampler, target.n_vocab)
 
     def setup(self, mode: Mode, model: ModelDrafter | None) -> None:
@@ -104,6 +105,8 @@ class Chooser:
         )
         if model is not None:
             model.rt.use_sampler(dspec if mode in (Mode.DRAFT, Mode.AUTO) else None)
+        # a greedy token llama.cpp chose in its graph, read at once (a plain step's hot path)
+        self.graph_token = self.t.sampler.token if self.how == PLAIN and self.warp.greedy else None
 
     def choose(self, rows: Logits, i: int, extra: Sequence[int] = ()) -> int:
         """The target's token for output row i (greedy choice or a sample)."""

@@ -99,9 +99,7 @@ class Decoder:
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _hist(self, extra: Sequence[int] = ()) -> list[int]:
-        if not self.warp.penalises:
-            return []
-        return self.ctx[-self.p.repeat_last_n :] + list(extra)
+        return self.ctx[-self.p.repeat_last_n :] + list(extra) if self.warp.penalises else []
 
     def _clocks(self) -> tuple[float, int]:
         llama, rows = self.t.llama_s, self.t.host_rows
@@ -157,8 +155,7 @@ class Decoder:
             reason,
             tuple(self._top2) if self._top2 else (),
         )
-        self._ids, self._flags, self._top2 = [], [], []
-        self._produced = 0
+        self._ids, self._flags, self._top2, self._produced = [], [], [], 0
         return ev
 
     # -- the loop ---------------------------------------------------------------------------
@@ -206,8 +203,9 @@ class Decoder:
                         self.risk.step(1, 1.0)
                     if not k or kind != LOOKUP:
                         self._judge_unsent(base)
-                finally:
-                    self._extend_drafters()
+                finally:  # (a step that looked for no draft, a rest, leaves it to the next look)
+                    if self._proposal is not None:
+                        self._extend_drafters()
                 ev = self._event()
                 wall, llama = time.perf_counter() - step_start, self._llama_at_event - llama_start
                 self.cost.observe_step(kind or None, k, wall, llama)
@@ -294,12 +292,12 @@ class Decoder:
             self.cost.observe_accept(LOOKUP, [prop.first_class()], 1, int(right))
 
     def _plain_step(self) -> None:
-        t = self.t
-        before = t.llama_s
+        t, before = self.t, self.t.llama_s
         rows = t.decode([self.ctx[-1]], logits_for="last")
         self.cost.observe_target(1, t.llama_s - before)
         self.stats.target_steps += 1
-        self._push(self.choose.choose(rows, 0), False, rows, -1)
+        pick = self.choose.graph_token
+        self._push(pick(0) if pick is not None else self.choose.choose(rows, 0), False, rows, -1)
 
     def _draft(self, limit: int) -> tuple[Draft, str, list[str]]:
         """The draft for this step (possibly empty), which drafter made it, and the acceptance
@@ -317,6 +315,7 @@ class Decoder:
                 self._rest -= 1
                 return none, "", []
             limit = max(1, longest_within(self.cost, self.risk.left, limit))
+        self._extend_drafters()  # the tokens of steps that looked for no draft
         prop = self.lookup.propose(
             limit,
             more=lambda first: self.cost.would_draft(LOOKUP, first.classes()),

@@ -307,7 +307,8 @@ class ModelRuntime:
         n = len(tokens)
         if not n:
             raise ValueError("nothing to decode")
-        n0 = len(self.cache)
+        cache = self.book.tokens
+        n0 = len(cache)
         if n0 + n > self.n_ctx:
             raise ContextFullError(f"context full: {n0} + {n} tokens > {self.n_ctx}")
         nb = self.config.n_batch
@@ -316,7 +317,7 @@ class ModelRuntime:
             self._one_pos.value = n0
             self._one_logits.value = logits_for != "none"
             self._run_batch(1)
-            self.cache.append(tokens[0])
+            cache.append(tokens[0])
             return self._logits(int(logits_for != "none"))
         if n <= nb:  # a verification step, and most prompts: one batch
             self._b_token[:n] = tokens
@@ -326,7 +327,7 @@ class ModelRuntime:
             if rows == 1:
                 self._b_logits[n - 1] = 1
             self._run_batch(n)
-            self.cache.extend(tokens)
+            cache.extend(tokens)
             return self._logits(rows)
         if logits_for == "all":
             raise ValueError("cannot return logits for more rows than the batch size")

@@ -26,20 +26,22 @@ class TextStream:
         self._carry = False  # the decoder holds the first bytes of a character
 
     def _decode(self, piece: bytes) -> str:
-        # Most pieces are whole characters: decoded at once, without the incremental decoder
-        # (whose buffer is empty then, so it would give the same text).
-        if not self._carry:
-            try:
-                return piece.decode()
-            except UnicodeDecodeError:
-                pass
+        """A piece through the incremental decoder (it may hold the start of a character)."""
         text = self._dec.decode(piece)
         self._carry = bool(self._dec.getstate()[0])
         return text
 
     def push(self, piece: bytes, from_draft: bool) -> bool:
         """Add one token's bytes; returns True when a stop string is complete."""
-        text = self._decode(piece)
+        # Most pieces are whole characters: decoded at once, without the incremental decoder
+        # (whose buffer is empty then, so it would give the same text).
+        if self._carry:
+            text = self._decode(piece)
+        else:
+            try:
+                text = piece.decode()
+            except UnicodeDecodeError:
+                text = self._decode(piece)
         if not text:
             return False
         if not self._stops:
