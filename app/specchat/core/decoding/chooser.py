@@ -105,15 +105,16 @@ class Chooser:
         )
         if model is not None:
             model.rt.use_sampler(dspec if mode in (Mode.DRAFT, Mode.AUTO) else None)
-        # a greedy token llama.cpp chose in its graph, read at once (a plain step's hot path)
+        # greedy over llama.cpp's own chain: the token it chose, read at once (choose, judge,
+        # and the decoder's plain step, the hot path)
         self.graph_token = self.t.sampler.token if self.how == PLAIN and self.warp.greedy else None
 
     def choose(self, rows: Logits, i: int, extra: Sequence[int] = ()) -> int:
         """The target's token for output row i (greedy choice or a sample)."""
+        if self.graph_token is not None:
+            return self.graph_token(i)
         how = self.how
         if self.warp.greedy:
-            if how == PLAIN:
-                return self.t.sampler.token(i)
             if how == TOP:
                 return self.fix.greedy(i, self._hist(extra))
             return self.warp.argmax(rows[i], self._hist(extra))
@@ -205,8 +206,8 @@ class Chooser:
         """(accepted draft tokens m, the target's own token after them)."""
         warp, tokens = self.warp, draft.tokens
         k = len(tokens)
-        if warp.greedy and self.how == PLAIN:
-            token = self.t.sampler.token
+        token = self.graph_token
+        if token is not None:
             for i, d in enumerate(tokens):  # stop reading at the first mismatch
                 c = token(i)
                 if c != d:
