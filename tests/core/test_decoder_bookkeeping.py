@@ -14,7 +14,7 @@ from standin import EOS, N_VOCAB, StandIn, reply_script
 from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.draft_model import ModelDrafter
-from specchat.core.decoding.drafting import LOOKUP
+from specchat.core.decoding.drafting import DRAFT, LOOKUP
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.decoding.ngram import OPENING, NgramDrafter
 from specchat.core.decoding.sampling import Warp
@@ -360,17 +360,20 @@ def teach_lookup(cm: CostModel, cls: str, alpha: float) -> None:
         cm.observe_accept(LOOKUP, [cls] * 4, 4, kept)
 
 
-def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch) -> None:
+@pytest.mark.parametrize("with_model", [False, True])
+def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch, with_model: bool) -> None:
     """Auto on a CPU's curve, where guesses on one to three matched tokens were refused (10 %)
-    and copies of four or more were kept: the reply first writes 24 tokens of the prompt's
+    and copies of four or more were kept: the reply first writes 48 tokens of the prompt's
     text shuffled (every proposal a guess, priced far below paying), then copies 30 tokens of
-    it. With rests (cost_model.REST_STEPS = 3) the guesses are looked for on at most a third
-    of the steps they were without (0), the text is the same, and the copy's first draft is
-    verified at most REST_STEPS steps later; a rest's steps leave the index's upkeep to the
-    next look (fewer extensions than steps), which still sees the whole text. Fails if a far
-    plan does not rest the next steps (as many proposals), if a rest outlasts REST_STEPS or
-    blocks the copy, if resting steps extend the index, or if a look after a rest misses the
-    tokens emitted during it."""
+    it; with a draft model loaded too, one whose drafts were refused (also far from paying).
+    With rests (cost_model.REST_STEPS = 3) the guesses past the reply's opening
+    (OPENING_TOKENS) are looked for on at most a third of the steps they were without (0), and
+    in the opening on every step; the text is the same, and the copy's first draft is verified
+    at most REST_STEPS steps later; a rest's steps leave the index's upkeep to the next look
+    (fewer extensions than steps), which still sees the whole text. Fails if a far plan does
+    not rest the next steps (as many proposals), if a loaded draft model keeps Auto from
+    resting, if the opening rests, if a rest outlasts REST_STEPS or blocks the copy, if resting
+    steps extend the index, or if a look after a rest misses the tokens emitted during it."""
     from specchat.core.decoding import cost_model
     from specchat.core.decoding.cost_curve import CostCurve
 
@@ -378,38 +381,51 @@ def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch) -> None:
     rng = np.random.default_rng(11)
     text = [int(x) for x in rng.permutation(np.arange(10, 200))[:60]]
     prompt = PROMPT + text
-    shuffled = [int(x) for x in rng.permutation(text)[:24]]
+    shuffled = [int(x) for x in rng.permutation(text)[:48]]
     target_ids = shuffled + text[24:54]
+    opening = len(prompt) + cost_model.OPENING_TOKENS
 
-    def reply(rest: int) -> tuple[list[int], int, int]:
+    def reply(rest: int) -> tuple[list[int], tuple[int, int], int]:
         monkeypatch.setattr(cost_model, "REST_STEPS", rest)
         cm = CostModel().steady(t1=0.04, host=0.0).use_curve(curve)
         for length, alpha in (("one", 0.1), ("two", 0.1), ("short", 0.1), ("mid", 1.0)):
             for n in (length, "long", "span16", "span32") if alpha == 1.0 else (length,):
                 for band in ("c95", "c75", "c50", "c00"):
-                    for opening in ("", OPENING):
-                        teach_lookup(cm, f"{opening}{n}/{band}", alpha)
+                    for opening_guess in ("", OPENING):
+                        teach_lookup(cm, f"{opening_guess}{n}/{band}", alpha)
+        for _ in range(60):  # the draft model's drafts: refused at their first token
+            cm.observe_accept(DRAFT, [""], 4, 0)
         target = StandIn(reply_script(len(prompt), target_ids))
         target.n_vocab = 200
         params = GenerationParams(p_min=0.0, k_init=4, max_tokens=len(target_ids))
         lookup = _CountingLookup(target, min_match=params.lookup_min_match, k_max=params.k_max)
-        dec = Decoder(target, prompt, params, Mode.AUTO, model=None, lookup=lookup, cost=cm)
+        model = None
+        if with_model:
+            wrong = [(t + 1) % 200 for t in target_ids]
+            model = ModelDrafter(StandIn(reply_script(len(prompt), wrong)), k_init=4, k_max=8)
+        dec = Decoder(target, prompt, params, Mode.AUTO, model=model, lookup=lookup, cost=cm)
         ids = [t for ev in dec.run() for t in ev.token_ids]
         steps = [len(call) for call in target.decoded[1:]]
         first_draft = next(i for i, n in enumerate(steps) if n > 1)
-        guesses = sum(1 for n in lookup.asked_at if n < len(prompt) + len(shuffled))
+        end = len(prompt) + len(shuffled)
+        guesses = (
+            sum(1 for n in lookup.asked_at if n < opening),
+            sum(1 for n in lookup.asked_at if opening <= n < end),
+        )
         assert lookup.lagged == 0
         upkeep.append((lookup.extends, len(steps)))
         return ids, guesses, first_draft
 
     upkeep: list[tuple[int, int]] = []  # (index extensions, steps) per reply
-    ids0, asked0, first0 = reply(0)
-    ids3, asked3, first3 = reply(3)
+    ids0, (open0, asked0), first0 = reply(0)
+    ids3, (open3, asked3), first3 = reply(3)
     assert upkeep[0][0] >= upkeep[0][1] and upkeep[1][0] < upkeep[1][1] - 10, upkeep
     assert ids0 == ids3 == target_ids
     assert first0 >= len(shuffled) - 1  # no guess was drafted: the copy's first draft follows
     assert first0 <= first3 <= first0 + 3, (first0, first3)
-    assert asked0 >= len(shuffled) - 1 and asked3 * 3 <= asked0 + 3, (asked0, asked3)
+    assert open0 == open3 >= cost_model.OPENING_TOKENS - 1, (open0, open3)
+    assert asked0 >= len(shuffled) - cost_model.OPENING_TOKENS - 1, asked0
+    assert asked3 * 3 <= asked0 + 3, (asked0, asked3)
 
 
 def test_auto_drafts_copies_where_only_long_drafts_can_pay() -> None:

@@ -20,9 +20,12 @@ from specchat.core.decoding.drafting import DRAFT, LOOKUP, Plan, Why
 from specchat.core.decoding.step_costs import INF, StepCosts
 
 FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
-# lookup below FAR x margin: the next REST_STEPS steps look for no draft (Plan.rest; the host
-# work of a step that proposes and plans was 4-9 % of a plain step on an H100, docs/gpu.md)
+# lookup below FAR x margin, and the draft model too if one is loaded: the next REST_STEPS steps
+# look for no draft (Plan.rest; the host work of a step that proposes and plans was 4-9 % of a
+# plain step on an H100, docs/gpu.md), except in a reply's first OPENING_TOKENS tokens, where
+# copies mostly start (resting there delayed them: docs/benchmarks.md)
 REST_STEPS = 3
+OPENING_TOKENS = 24
 NO_SHORT_PAYS_LOOK = 64  # would_draft: how far a curve dear at every short length looks
 HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
 RISKY = (
@@ -130,6 +133,7 @@ class CostModel(StepCosts):
         lookup_alphas: Sequence[float] | None = None,
         draft_max_k: int | None = None,
         max_loss: float = INF,
+        produced: int = OPENING_TOKENS,
     ) -> Plan:
         """Choose among a plain step, the n-gram draft on offer (its tokens' acceptance
         classes, or their estimates, `lookup_alphas`; at most `max_k`) and the draft model (at
@@ -173,9 +177,15 @@ class CostModel(StepCosts):
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
             plain = self._plain(options, lookup_alphas, figures, max_loss)
-            if not draft_ok and lookup_alphas:
-                far = self.best_chain(LOOKUP, lookup_alphas)[1] < FAR * self.margin
-                return Plan(None, 0, 1.0, plain.why, REST_STEPS if far else 0)
+            # both drafters far from paying past the reply's opening: rest lookup a few steps
+            far = FAR * self.margin
+            if (
+                produced >= OPENING_TOKENS
+                and lookup_alphas
+                and (figures is None or max(figures[1], *figures[3:6]) < far)
+                and self.best_chain(LOOKUP, lookup_alphas)[1] < far
+            ):
+                return Plan(None, 0, 1.0, plain.why, REST_STEPS)
             return plain
         for o in options:
             if o.drafter != best.drafter:

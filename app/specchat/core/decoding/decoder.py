@@ -336,6 +336,7 @@ class Decoder:
             draft_max_k=min(limit, self.p.k_max),
             draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
             max_loss=self.risk.left,
+            produced=self.stats.tokens,
         )
         # the reason: formatted on a new choice and every NOTE_EVERY steps (the window polls it)
         self._why, (last, since) = plan.why, self._noted
