@@ -20,13 +20,12 @@ import math
 import sys
 from pathlib import Path
 
-from specchat.core.bench.runner import BenchSettings, prepare
+from specchat.core.bench.ceilings import pooled_ceiling
+from specchat.core.bench.runner import BenchSettings, EngineVariant, prepare
 from specchat.core.bench.suite import load_suite
-from specchat.core.decoding.cost_curve import CostCurve, ceiling
-from specchat.core.decoding.history_index import HistoryIndex
+from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.runtime import RuntimeConfig
 from specchat.core.engines.local import Engine
-from specchat.core.reply import Reply
 from specchat.core.store.local_models import default_pair_paths
 from specchat.core.types import GenerationParams
 
@@ -57,19 +56,14 @@ def main() -> None:
         suite = suite.select(sys.argv[3].split(","))
     settings = BenchSettings(1, MAX_TOKENS, GenerationParams()).validate()
     prepared = [(p, prepare(engine, p, settings)) for p in suite.prompts]
+    auto = EngineVariant(engine, "auto")  # the bench's own run: cold caches, the history
+    params = GenerationParams(max_tokens=MAX_TOKENS)
     rows: dict[str, list[tuple[float, int, int]]] = {}
     for _ in range(passes):
         for prompt, pp in prepared:
-            engine.reset_caches()
-            index = HistoryIndex()
-            index.add(pp.history)
-            index.finish()
-            engine.use_history(index)
-            params = GenerationParams(max_tokens=MAX_TOKENS)
-            stats = Reply.collect(engine.generate_tokens(pp.tokens, params, "auto")).final_stats
-            plain = stats.target_steps - stats.verify_steps
-            c = ceiling(curve, stats.tokens, stats.draft_pos_proposed, plain)
-            rows.setdefault(prompt.id, []).append((c or 0.0, stats.drafted, stats.accepted))
+            r = auto.run(pp, params)
+            c = pooled_ceiling([r], curve)
+            rows.setdefault(prompt.id, []).append((c or 0.0, r.drafted or 0, r.accepted or 0))
     everything = [c for runs in rows.values() for c, _, _ in runs if c > 0]
     for pid, runs in rows.items():
         cells = " ".join(f"{c:.3f}" for c, _, _ in runs)

@@ -178,12 +178,11 @@ class CostModel(StepCosts):
         if best is None or best.k == 0 or best.speedup < self.margin:
             plain = self._plain(options, lookup_alphas, figures, max_loss)
             # both drafters far from paying past the reply's opening: rest lookup a few steps
-            far = FAR * self.margin
             if (
                 produced >= OPENING_TOKENS
                 and lookup_alphas
-                and (figures is None or max(figures[1], *figures[3:6]) < far)
-                and self.best_chain(LOOKUP, lookup_alphas)[1] < far
+                and (figures is None or self._draft_far(figures))
+                and self.best_chain(LOOKUP, lookup_alphas)[1] < FAR * self.margin
             ):
                 return Plan(None, 0, 1.0, plain.why, REST_STEPS)
             return plain
@@ -219,9 +218,14 @@ class CostModel(StepCosts):
             hope = min(1.0, a.mean + a.doubt(a.mean))
             hopeful = self.best_chain(DRAFT, [hope] * dk, lag, max_loss=max_loss)[1]
         figures = (k, gain, k_bare, bare, hosted, hopeful, (dk, a.mean, lag))
-        far = max(gain, bare, hosted, hopeful) < FAR * self.margin
-        self._draft_memo = (key, FAR_STEPS if far else 0, lag, figures)
+        self._draft_memo = (key, FAR_STEPS if self._draft_far(figures) else 0, lag, figures)
         return figures
+
+    def _draft_far(self, figures: Figures) -> bool:
+        """Whether the draft model is far from paying: under FAR x margin however it is
+        priced (with the budget, by the models alone, with host work, hopefully untried)."""
+        _, gain, _, bare, hosted, hopeful, _ = figures
+        return max(gain, bare, hosted, hopeful) < FAR * self.margin
 
     def _plain(
         self,
