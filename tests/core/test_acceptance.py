@@ -20,7 +20,11 @@ import numpy as np
 import pytest
 
 from specchat.core.decoding.dist import Dist
-from specchat.core.decoding.speculative import accept_draft_token, residual_sample
+from specchat.core.decoding.speculative import (
+    accept_bounded,
+    accept_draft_token,
+    residual_sample,
+)
 
 EPS = 1e-9
 
@@ -148,6 +152,44 @@ def test_point_mass_draft_is_accepted_with_probability_p_of_x(pk: str) -> None:
         assert accepts(p, None, x, float(px) - EPS)
         assert not accepts(p, None, x, float(px) + EPS)
     assert not accepts(p, None, 4, 0.0)  # p(x) = 0
+
+
+@pytest.mark.parametrize("qk", [*KINDS, None])
+def test_a_lower_bound_on_p_decides_as_p_itself(qk: str | None) -> None:
+    """`accept_bounded` (the target's p(x) known to be at least `low`, worked out only on
+    demand) accepts exactly when `accept_draft_token` does, from the same one uniform number,
+    and asks for the exact p(x) only where u is at or above low / q(x): a bound that decided
+    alone above that line would accept too often, one that asked always would save nothing."""
+    q = None if qk is None else KINDS[qk](Q)
+    p = dense(P)
+    for x in (0, 1, 2, 5):
+        px = p.prob(x)
+        qx = 1.0 if q is None else q.prob(x)
+        for low in (0.0, px / 4, px / 2, px):
+            for u in (0.0, low / qx - EPS, low / qx, (low + px) / 2 / qx, px / qx - EPS, 0.99):
+                if not 0.0 <= u < 1.0:
+                    continue
+                asked: list[int] = []
+
+                def exact(x: int = x, px: float = px, asked: list[int] = asked) -> float:
+                    asked.append(x)
+                    return px
+
+                draws = FixedDraws([u])
+                got = accept_bounded(low, exact, q, x, draws)  # type: ignore[arg-type]
+                assert got == accepts(p, q, x, u), (x, low, u)
+                assert not draws.us  # one uniform number, as the exact test draws
+                assert bool(asked) == (u >= min(1.0, low / qx)), (x, low, u)
+    # q(x) = 0: p(x) > 0 accepts with no uniform number drawn, the bound deciding first
+    q0 = sparse([F(1, 2), F(1, 2), F(0), F(0), F(0), F(0)])
+    never = FixedDraws([])  # fails if a uniform number is drawn
+
+    def unasked() -> float:
+        raise AssertionError("a positive bound decides alone")
+
+    assert accept_bounded(0.1, unasked, q0, 3, never)  # type: ignore[arg-type]
+    assert accept_bounded(0.0, lambda: 0.2, q0, 3, never)  # type: ignore[arg-type]
+    assert not accept_bounded(0.0, lambda: 0.0, q0, 4, never)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("pk", "qk"), PAIRS)

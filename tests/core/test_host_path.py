@@ -160,7 +160,8 @@ def test_full_distribution_patch_matches_the_warp(small_engine: Engine) -> None:
     assert kind == FULL and rt.use_sampler(spec)
     rt.reset()
     rt.decode(prompt, logits_for="last")
-    got = HostFix(Warp(params, rt.n_vocab), rt.sampler, rt.n_vocab).full_dist(-1, hist)
+    fix = HostFix(Warp(params, rt.n_vocab), rt.sampler, rt.n_vocab)
+    got = fix.full_dist(-1, hist)
     assert got.fix_ids is not None and got.fix_ids.size > 10
     ids = np.arange(rt.n_vocab)
     assert want.w is not None
@@ -169,10 +170,18 @@ def test_full_distribution_patch_matches_the_warp(small_engine: Engine) -> None:
     # one token's probability, as an acceptance test reads it (the patch's own lists)
     probe = [*hist[-8:], int(p_want.argmax()), int(np.argsort(p_want)[-2]), 0]
     one = [got.prob(t) for t in probe]
+    # one token's weight read alone (an acceptance test's bound, a graph draw's keep test) is
+    # the patch's: a penalised token's lowered, an untouched one's as llama.cpp computed it
+    alone = [fix.weighed(-1, t, hist) for t in probe]
+    bounds = [fix.floor(-1, t, hist) for t in probe]
     rt.use_sampler(None)
     engine.reset_caches()
     assert np.abs(p_want - p_got).sum() < 2e-3
     assert one == pytest.approx([float(p_want[t]) for t in probe], abs=1e-4)
+    assert [patched for _, patched in alone] == [got.weight(t) for t in probe]
+    assert [w for w, _ in alone] == [float(got.w[t]) for t in probe]
+    assert sum(patched < w for w, patched in alone) >= 8  # the history's tokens: lowered
+    assert all(b <= x <= b / got.total * (1 + 1e-6) for b, x in zip(bounds, one, strict=True))
     assert isinstance(got, Dist)
 
 

@@ -176,6 +176,15 @@ class BackendSampler:
             return 0.0
         return float(ctypes.c_float.from_address(addr + 4 * token).value)
 
+    def logit_at(self, i: int, token: int) -> float:
+        """Row i's logit of one token as the chain left it (a DIST chain without truncation:
+        over the temperature)."""
+        n = int(self._logits_n(self._ctx, i))
+        addr = self._logits(self._ctx, i)
+        if not addr or not 0 <= token < n:
+            raise RuntimeError(f"llama.cpp's sampler gave no logit for token {token} of row {i}")
+        return float(ctypes.c_float.from_address(addr + 4 * token).value)
+
     def few(self, i: int) -> tuple[list[int], list[float]] | None:
         """Row i's candidate ids and their probabilities as Python lists (a DIST chain with
         top-k: a few values, cheaper as lists than as numpy arrays right after a decode);

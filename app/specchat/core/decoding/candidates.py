@@ -104,6 +104,23 @@ class HostFix:
                     z[j] = penalised(vals[j], f)
         return sparse_warp(self.warp, ids, z)
 
+    def weighed(self, i: int, token: int, hist: Sequence[int]) -> tuple[float, float]:
+        """Row i's weight of `token` in llama.cpp's softmax (T > 0, no truncation) and the same
+        weight patched by the penalty, as `full_dist` works it out, read at that one id."""
+        w = self.sampler.prob_at(i, token)
+        if w <= 0.0 or self.penalty == 1.0 or token not in hist[-self.last_n :]:
+            return w, w
+        temp = self.warp.temperature
+        zt = self.sampler.logit_at(i, token)
+        return w, w * math.exp(penalised(zt * temp, self.penalty) / temp - zt)
+
+    def floor(self, i: int, token: int, hist: Sequence[int]) -> float:
+        """A lower bound on row i's penalised probability of `token`: its patched weight, a
+        hair under (the patch only lowers weights, so the normaliser `full_dist` works out is
+        at most 1; the hair covers its rounding). An acceptance test decides from it alone
+        most of the time."""
+        return self.weighed(i, token, hist)[1] * (1.0 - 1e-9)
+
     def full_dist(self, i: int, hist: Sequence[int]) -> Dist:
         """T > 0 without truncation: llama.cpp's softmax over the whole vocabulary, with the
         penalised ids' weights patched (p(x) * exp((pen(z) - z) / T)). The patch is worked

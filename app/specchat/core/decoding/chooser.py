@@ -29,6 +29,7 @@ from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import Logits, ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, top2
 from specchat.core.decoding.speculative import (
+    accept_bounded,
     accept_draft_token,
     accept_with,
     keep_graph_draw,
@@ -128,12 +129,11 @@ class Chooser:
                 hist = self._hist(extra)
                 if y not in hist[-self.fix.last_n :]:
                     return y
-                # the row's patch serves the keep test (p(y) and its factor) and the draw
-                d = self.fix.full_dist(i, hist)
-                w = float(d.w[y]) if d.w is not None else 0.0
-                if w > 0.0 and self.rng.random() * w < d.weight(y):
+                # the keep test reads y's weight alone; the row's patch only for a draw
+                w, kept = self.fix.weighed(i, y, hist)
+                if w > 0.0 and self.rng.random() * w < kept:
                     return y
-                return sample(d, self.rng)
+                return sample(self.fix.full_dist(i, hist), self.rng)
         return sample(self.dist(rows, i, extra), self.rng)
 
     def _graph_draw(self, i: int) -> int:
@@ -229,7 +229,27 @@ class Chooser:
                 if not accept_with(self.t.sampler.prob_at(i, d), q, d, self.rng):
                     return i, self._residual(i, self.dist(rows, i, tokens[:i]), q, d)
                 continue
+            if self.how == FULL:
+                rejected = self._full_rejects(i, d, q, self._hist(tokens[:i]))
+                if rejected is not None:
+                    return i, self._residual(i, rejected, q, d)
+                continue
             p = self.dist(rows, i, tokens[:i])
             if not accept_draft_token(p, q, d, self.rng):
                 return i, self._residual(i, p, q, d)
         return k, self.choose(rows, k, tokens)
+
+    def _full_rejects(self, i: int, d: int, q: Dist | None, hist: list[int]) -> Dist | None:
+        """The acceptance test of draft token d at row i with a patched whole-vocabulary row:
+        None when d is accepted, else the row's distribution (for the residual). Decided from
+        d's patched weight alone where that bound settles it (most accepted tokens); the
+        penalised ids of the whole row are read only where it does not."""
+        made: list[Dist] = []
+
+        def exact() -> float:
+            made.append(self.fix.full_dist(i, hist))
+            return made[0].prob(d)
+
+        if accept_bounded(self.fix.floor(i, d, hist), exact, q, d, self.rng):
+            return None
+        return made[0] if made else self.fix.full_dist(i, hist)

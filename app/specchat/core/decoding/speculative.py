@@ -4,6 +4,8 @@ token llama.cpp drew in its graph may be kept as a draw from the distribution wa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -53,6 +55,19 @@ def accept_with(px: float, q: Dist | None, drafted: int, rng: Uniform) -> bool:
     if qx <= 0.0:
         return px > 0.0
     return bool(rng.random() < min(1.0, px / qx))
+
+
+def accept_bounded(
+    low: float, exact: Callable[[], float], q: Dist | None, drafted: int, rng: Uniform
+) -> bool:
+    """`accept_with` where the target's probability of `drafted` is known to be at least `low`
+    and `exact()` works it out: the same decision from the same uniform number, with `exact`
+    called only where `low` cannot decide (u at or above low / q(x), or q(x) = 0 and low 0)."""
+    qx = 1.0 if q is None else q.prob(drafted)
+    if qx <= 0.0:
+        return low > 0.0 or exact() > 0.0
+    u = rng.random()
+    return bool(u < min(1.0, low / qx) or u < min(1.0, exact() / qx))
 
 
 def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: Uniform) -> int:
