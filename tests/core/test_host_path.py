@@ -174,6 +174,10 @@ def test_full_distribution_patch_matches_the_warp(small_engine: Engine) -> None:
     # the patch's: a penalised token's lowered, an untouched one's as llama.cpp computed it
     alone = [fix.weighed(-1, t, hist) for t in probe]
     bounds = [fix.floor(-1, t, hist) for t in probe]
+    # a history of the row's best token alone: the patch takes mass from it only, so the bound
+    # is the probability itself (to its hair)
+    best = int(np.argmax(got.w))
+    lone = fix.floor(-1, best, [best]), fix.full_dist(-1, [best]).prob(best)
     rt.use_sampler(None)
     engine.reset_caches()
     assert np.abs(p_want - p_got).sum() < 2e-3
@@ -181,7 +185,14 @@ def test_full_distribution_patch_matches_the_warp(small_engine: Engine) -> None:
     assert [patched for _, patched in alone] == [got.weight(t) for t in probe]
     assert [w for w, _ in alone] == [float(got.w[t]) for t in probe]
     assert sum(patched < w for w, patched in alone) >= 8  # the history's tokens: lowered
-    assert all(b <= x <= b / got.total * (1 + 1e-6) for b, x in zip(bounds, one, strict=True))
+    # the bound never exceeds the probability, is at least the patched weight, and is tighter
+    # than it where the patch took mass from the token itself (the normaliser is at most 1
+    # less that mass)
+    assert all(b <= x for b, x in zip(bounds, one, strict=True))
+    assert all(b >= pw * (1 - 1e-6) for b, (_, pw) in zip(bounds, alone, strict=True))
+    heavy = max(range(len(probe)), key=lambda j: alone[j][0] - alone[j][1])
+    assert bounds[heavy] > alone[heavy][1] * 1.01
+    assert lone[0] <= lone[1] <= lone[0] * (1 + 1e-6)
     assert isinstance(got, Dist)
 
 

@@ -115,11 +115,14 @@ class HostFix:
         return w, w * math.exp(penalised(zt * temp, self.penalty) / temp - zt)
 
     def floor(self, i: int, token: int, hist: Sequence[int]) -> float:
-        """A lower bound on row i's penalised probability of `token`: its patched weight, a
-        hair under (the patch only lowers weights, so the normaliser `full_dist` works out is
-        at most 1; the hair covers its rounding). An acceptance test decides from it alone
-        most of the time."""
-        return self.weighed(i, token, hist)[1] * (1.0 - 1e-9)
+        """A lower bound on row i's penalised probability of `token`, read at that one id: its
+        patched weight over the most the normaliser can be. The patch only lowers weights, so
+        the normaliser `full_dist` works out is at most 1 less what the patch took from `token`
+        itself; the bound is a hair under (for that sum's rounding). An acceptance test decides
+        from it alone most of the time."""
+        w, patched = self.weighed(i, token, hist)
+        most = 1.0 - (w - patched)
+        return (patched / most if most > patched else patched) * (1.0 - 1e-9)
 
     def full_dist(self, i: int, hist: Sequence[int]) -> Dist:
         """T > 0 without truncation: llama.cpp's softmax over the whole vocabulary, with the
