@@ -1,7 +1,9 @@
 """The sparse host path: what llama.cpp's graph computes, corrected on the host at a few ids.
 
 A repeat penalty (llama.cpp's penalties sampler cannot run in the graph for more than one output
-row per sequence, and every verification row has its own history) and the divergence view's
+row per sequence, and every verification row has its own history; it refuses the graph in any
+context that allows more (`n_outputs_max_per_seq` > 1), so off's one-row decodes cannot use it
+either: tried, its chain then chose no token) and the divergence view's
 top-2 used to need the raw logits row of every position on the host. Here llama.cpp's graph does
 the full-vocabulary work and the host touches only the penalised ids and a few winners:
 
