@@ -252,11 +252,11 @@ def test_a_draft_ruled_out_by_doubt_is_not_re_probed() -> None:
 
 
 def test_a_copy_earns_its_length_where_batches_cost() -> None:
-    """A lookup draft is at most twice its copy's current match (at least 4 tokens) on a
+    """A lookup draft is at most twice its copy's current match (at least 2 tokens) on a
     measured curve; with a flat one (an idealised GPU) a copy drafts as far as it goes."""
     cm = measured(0.03, {2: 0.03 * 1.85})
     cm.use_curve(CostCurve(((1, 1.0), (2, 1.85), (9, 7.0)), t1_s=0.03))
-    assert [copy_cap(cm.curve, m) for m in (0, 1, 3, 16, 40)] == [4, 4, 6, 32, 80]
+    assert [copy_cap(cm.curve, m) for m in (0, 1, 2, 3, 16, 40)] == [2, 2, 4, 6, 32, 80]
     cm.use_curve(CostCurve.flat())
     assert copy_cap(cm.curve, 1) >= 64
 

@@ -229,12 +229,13 @@ def test_cache_book_rollback_recall_and_a_failed_erase() -> None:
 def test_auto_risks_only_what_the_reply_has_won() -> None:
     """Auto on a CPU's cost curve (a 5-token verification costs 3.99 one-token decodes), with
     estimates that trust every copy: the reply copies 24 tokens of the prompt's text, leaves
-    it for 4, and copies its last 32. Every verification drafts only what a refusal at its
+    it for 4, and copies its last 44. Every verification drafts only what a refusal at its
     first token could lose within the reply's budget (risk.RiskBudget: START decodes, SHARE of
     every token, and what the reply has won so far), recomputed here step by step from the
     decodes the stand-in saw: the first draft is at most 2 tokens, later ones longer as the
     copy pays, and the reply loses at most START + SHARE x its tokens. Fails if the decoder
-    does not pass or keep the budget (its first draft would be 4 tokens: the copy cap)."""
+    does not pass or keep the budget (its second draft would send 4 tokens, whose refusal
+    could lose 2.99 decodes with 2.25 left)."""
     from specchat.core.decoding.cost_curve import CostCurve
     from specchat.core.decoding.risk import SHARE, START
 
@@ -245,11 +246,11 @@ def test_auto_risks_only_what_the_reply_has_won() -> None:
             for opening in ("", OPENING):
                 for _ in range(60):
                     cm.observe_accept(LOOKUP, [f"{opening}{length}/{band}"] * 4, 4, 4)
-    text = [int(x) for x in np.random.default_rng(7).permutation(np.arange(10, 200))[:60]]
+    text = [int(x) for x in np.random.default_rng(7).permutation(np.arange(10, 200))[:72]]
     prompt = PROMPT + text
-    target_ids = text[:24] + [4, 5, 6, 7] + text[28:60]
+    target_ids = text[:24] + [4, 5, 6, 7] + text[28:72]
     target = StandIn(reply_script(len(prompt), target_ids))
-    target.n_vocab = 200  # room for a text of 60 distinct tokens
+    target.n_vocab = 200  # room for a text of 72 distinct tokens
     dec = decoder(target, Mode.AUTO, prompt=prompt, cost=cm, max_tokens=len(target_ids))
     events = list(dec.run())
     assert [t for ev in events for t in ev.token_ids] == target_ids
@@ -267,11 +268,11 @@ def test_auto_risks_only_what_the_reply_has_won() -> None:
 
 
 def test_a_refused_draft_counts_every_token_sent() -> None:
-    """Lookup drafts the prompt's 5, 6, 7, 8 after a 4; the target takes the 5 and then leaves
-    the copy. The stats count the 4 tokens sent, 1 accepted (25 %, not the 1 of 2 the target
-    got to before refusing), and positions 1-4 proposed once. Fails if only the tokens up to
-    the refusal count."""
-    prompt = PROMPT + [4, 5, 6, 7, 8, 3]
+    """Lookup drafts the prompt's 5, 6, 7, 8 after a 3, 4 (a match of 2: a copy's draft is at
+    most twice its match); the target takes the 5 and then leaves the copy. The stats count
+    the 4 tokens sent, 1 accepted (25 %, not the 1 of 2 the target got to before refusing),
+    and positions 1-4 proposed once. Fails if only the tokens up to the refusal count."""
+    prompt = PROMPT + [3, 4, 5, 6, 7, 8, 3]
     target = StandIn(reply_script(len(prompt), [4, 5, 1, 2, 1, 2, 1, 2]))
     dec = decoder(target, Mode.LOOKUP, prompt=prompt, cost=confident_lookup(), max_tokens=8)
     first = next(ev.stats.copy() for ev in dec.run() if ev.stats.verify_steps)  # live stats

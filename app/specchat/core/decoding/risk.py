@@ -20,7 +20,7 @@ from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.drafting import LOOKUP
 from specchat.core.decoding.step_costs import StepCosts
 
-SLOW_START = 4  # the longest lookup draft on a copy not yet shown to go on
+SLOW_START = 2  # the longest lookup draft on a copy not yet shown to go on
 NO_CAP = 1 << 30
 START = 1.7  # one-token decodes a reply may lose before it has won anything (a 2-token draft)
 SHARE = 0.01  # and this share of every token it has produced
