@@ -109,11 +109,8 @@ def main() -> None:
         for prompt in suite.prompts:
             tokens = prepare(engine, prompt, settings).tokens
             row = {"bare off": (bare_off(target, tokens), 1.0)}
-            target.use_sampler(None)
             row["off"] = specchat(engine, tokens, "off")
             row["bare draft"] = bare_draft(target, draft, tokens, p)
-            target.use_sampler(None)
-            draft.use_sampler(None)
             row["draft"] = specchat(engine, tokens, "draft")
             for name, (host, _) in row.items():
                 figures.setdefault(name, []).append(host)
