@@ -11,8 +11,14 @@ import numpy as np
 import numpy.typing as npt
 
 from specchat.core.decoding.backend_sampler import TOP_K
-from specchat.core.decoding.candidates import penalised as pen_value
-from specchat.core.decoding.dist import Dist, ListedDist, Uniform, sample, sample_listed
+from specchat.core.decoding.dist import (
+    Dist,
+    ListedDist,
+    Uniform,
+    last_with_mass,
+    sample,
+    sample_listed,
+)
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp_listed
@@ -159,31 +165,45 @@ class ModelDrafter:
         """The next draft token from the draft's top candidates (llama.cpp's TOP_K chain), the
         repeat penalty (the ids in `pen`) applied to them on the host; None when the draft is
         not confident. `rng`: sampled (q is the warp over the candidates), else greedy."""
-        cands, logits = self.rt.sampler.top(-1)
+        cands, logits = self.rt.sampler.top(-1)  # fresh lists, changed in place below
+        # Plain loops, not comprehensions or helpers: right after a decode every frame and
+        # every function's code comes from memory (this took a third off the call's time).
         if pen is not None and warp is not None:
             held, f = pen.ids, warp.penalty
-            logits = [
-                pen_value(v, f) if c in held else v for c, v in zip(cands, logits, strict=True)
-            ]
-        if rng is not None:
-            assert warp is not None
-            if warp.cuts(len(cands)):
-                ids, ps = sparse_warp_listed(warp, cands, logits)
-                if ps[0] < p_min:
-                    return None
-                return sample_listed(ids, ps, 1.0, rng), ListedDist(ids, ps, 1.0, warp.n_vocab)
-            # nothing truncated: the candidates' softmax at T, drawn in their own order
-            top, inv = max(logits), 1.0 / warp.temperature
-            w = [math.exp((x - top) * inv) for x in logits]
-            total = sum(w)
-            if total * p_min > 1.0:  # the best candidate's weight is 1
-                return None
-            t = sample_listed(cands, w, total, rng)
-            return t, ListedDist(cands, w, total, warp.n_vocab)
+            for j, c in enumerate(cands):
+                if c in held:  # llama.cpp's repeat penalty (candidates.penalised)
+                    v = logits[j]
+                    logits[j] = v / f if v > 0 else v * f
         top = max(logits)
-        if p_min > 0.0 and 1.0 / sum([math.exp(x - top) for x in logits]) < p_min:
+        if rng is None:
+            if p_min > 0.0:
+                mass = 0.0
+                for z in logits:
+                    mass += math.exp(z - top)
+                if mass * p_min > 1.0:  # the best candidate's probability is 1 / mass
+                    return None
+            return cands[logits.index(top)], None
+        assert warp is not None
+        if warp.cuts(len(cands)):
+            ids, ps = sparse_warp_listed(warp, cands, logits)
+            if ps[0] < p_min:
+                return None
+            return sample_listed(ids, ps, 1.0, rng), ListedDist(ids, ps, 1.0, warp.n_vocab)
+        # nothing truncated: the candidates' softmax at T (its weights replace the logits),
+        # drawn in their own order
+        inv, exp, total = 1.0 / warp.temperature, math.exp, 0.0
+        for j, z in enumerate(logits):
+            w = exp((z - top) * inv)
+            logits[j] = w
+            total += w
+        if total * p_min > 1.0:  # the best candidate's weight is 1
             return None
-        return cands[logits.index(top)], None
+        u, c = rng.random() * total, 0.0
+        for t, w in zip(cands, logits, strict=True):
+            c += w
+            if u < c:
+                return t, ListedDist(cands, logits, total, warp.n_vocab)
+        return last_with_mass(cands, logits), ListedDist(cands, logits, total, warp.n_vocab)
 
     def feedback(self, drafted: int, accepted: int) -> None:
         """Adapt the draft length to the observed acceptance: aim one past the mean run."""
