@@ -184,21 +184,33 @@ class ModelRuntime:
         nb = self.config.n_batch
         self._batch = _internals.LlamaBatch(n_tokens=nb, embd=0, n_seq_max=1, verbose=False)
         b = self._batch_struct = self._batch.batch
-        # numpy views of the batch arrays: one vector store per decode instead of a ctypes
-        # assignment per token and field. Every slot belongs to sequence 0, set once here.
-        self._b_token = np.ctypeslib.as_array(b.token, shape=(nb,))
-        self._b_pos = np.ctypeslib.as_array(b.pos, shape=(nb,))
-        self._b_logits = np.ctypeslib.as_array(b.logits, shape=(nb,))
+        # The batch's arrays as ctypes arrays: a decode of n tokens fills them with one slice
+        # assignment each (tokens, positions) and one memset (which rows give logits). Right
+        # after a decode, when every path the interpreter takes is out of the CPU's caches,
+        # that cost 39 us where numpy's slice stores cost 171 (5 tokens, 600 calls each).
+        # Every slot belongs to sequence 0, set once here.
+        self._b_token = (ctypes.c_int32 * nb).from_address(ctypes.addressof(b.token.contents))
+        self._b_pos = (ctypes.c_int32 * nb).from_address(ctypes.addressof(b.pos.contents))
+        self._b_logits = ctypes.addressof(b.logits.contents)
         np.ctypeslib.as_array(b.n_seq_id, shape=(nb,))[:] = 1
         for i in range(nb):
             b.seq_id[i][0] = 0
-        self._positions = np.arange(nb, dtype=self._b_pos.dtype)
         # the first slot's fields as ctypes scalars: a one-token decode sets them through
-        # `.value`, a shorter path than numpy's item assignment (the hot path runs right after
-        # a decode, when every path the interpreter takes is out of the CPU's caches)
+        # `.value`, shorter still
         self._one_token = ctypes.c_int32.from_address(ctypes.addressof(b.token.contents))
         self._one_pos = ctypes.c_int32.from_address(ctypes.addressof(b.pos.contents))
-        self._one_logits = ctypes.c_int8.from_address(ctypes.addressof(b.logits.contents))
+        self._one_logits = ctypes.c_int8.from_address(self._b_logits)
+
+    def _fill(self, tokens: Sequence[int], n0: int, rows: str) -> int:
+        """Write `tokens` at positions n0.. into the batch, logits for `rows` ("all", "last" or
+        "none"); returns the number of tokens."""
+        n = len(tokens)
+        self._b_token[:n] = tokens
+        self._b_pos[:n] = range(n0, n0 + n)
+        ctypes.memset(self._b_logits, rows == "all", n)
+        if rows == "last":
+            ctypes.memset(self._b_logits + n - 1, 1, 1)
+        return n
 
     # -- vocabulary -------------------------------------------------------------------------
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
@@ -320,29 +332,17 @@ class ModelRuntime:
             cache.append(tokens[0])
             return self._logits(int(logits_for != "none"))
         if n <= nb:  # a verification step, and most prompts: one batch
-            self._b_token[:n] = tokens
-            np.add(self._positions[:n], n0, out=self._b_pos[:n])
-            rows = n if logits_for == "all" else int(logits_for == "last")
-            self._b_logits[:n] = logits_for == "all"
-            if rows == 1:
-                self._b_logits[n - 1] = 1
-            self._run_batch(n)
+            self._run_batch(self._fill(tokens, n0, logits_for))
             cache.extend(tokens)
-            return self._logits(rows)
+            return self._logits(n if logits_for == "all" else int(logits_for == "last"))
         if logits_for == "all":
             raise ValueError("cannot return logits for more rows than the batch size")
         for start in range(0, n, nb):
             if cancel is not None and start and cancel():
                 raise PrefillCancelled
             chunk = tokens[start : start + nb]
-            m = len(chunk)
-            self._b_token[:m] = chunk
-            np.add(self._positions[:m], len(self.cache), out=self._b_pos[:m])
-            self._b_logits[:m] = 0
             last = logits_for == "last" and start + nb >= n
-            if last:
-                self._b_logits[m - 1] = 1
-            self._run_batch(m)
+            self._run_batch(self._fill(chunk, len(self.cache), "last" if last else "none"))
             self.cache.extend(chunk)
         return self._logits(1 if logits_for == "last" else 0)
 
