@@ -198,10 +198,10 @@ class ModelDrafter:
             total += w
         if total * p_min > 1.0:  # the best candidate's weight is 1
             return None
-        u, c = rng.random() * total, 0.0
+        u, run = rng.random() * total, 0.0
         for t, w in zip(cands, logits, strict=True):
-            c += w
-            if u < c:
+            run += w
+            if u < run:
                 return t, ListedDist(cands, logits, total, warp.n_vocab)
         return last_with_mass(cands, logits), ListedDist(cands, logits, total, warp.n_vocab)
 

@@ -189,8 +189,8 @@ class ModelRuntime:
         # after a decode, when every path the interpreter takes is out of the CPU's caches,
         # that cost 39 us where numpy's slice stores cost 171 (5 tokens, 600 calls each).
         # Every slot belongs to sequence 0, set once here.
-        self._b_token = (ctypes.c_int32 * nb).from_address(ctypes.addressof(b.token.contents))
-        self._b_pos = (ctypes.c_int32 * nb).from_address(ctypes.addressof(b.pos.contents))
+        self._b_token: Any = (ctypes.c_int32 * nb).from_address(ctypes.addressof(b.token.contents))
+        self._b_pos: Any = (ctypes.c_int32 * nb).from_address(ctypes.addressof(b.pos.contents))
         self._b_logits = ctypes.addressof(b.logits.contents)
         np.ctypeslib.as_array(b.n_seq_id, shape=(nb,))[:] = 1
         for i in range(nb):
