@@ -214,7 +214,7 @@ def _sample_weights(d: Dist, rng: Uniform) -> int:
         tok = _draw_row(d, np.array(ids, dtype=np.int64), min((u - c) / rest, 1.0))
         if tok >= 0:
             return tok
-    return last_with_mass(ids, ws)
+    return _last_with_mass(ids, ws)
 
 
 def _draw_row(d: Dist, off: Ids | None, frac: float) -> int:
@@ -259,7 +259,7 @@ def sample_listed(ids: list[int], w: list[float], total: float, rng: Uniform) ->
     """Draw one of a few `ids` by their weights `w` (summing to `total` > 0) as plain Python:
     cheaper than numpy for ten values right after a decode has left the caches cold."""
     tok, _ = _walk(ids, w, rng.random() * total)
-    return tok if tok is not None else last_with_mass(ids, w)
+    return tok if tok is not None else _last_with_mass(ids, w)
 
 
 def _walk(ids: list[int], w: list[float], u: float) -> tuple[int | None, float]:
@@ -273,7 +273,7 @@ def _walk(ids: list[int], w: list[float], u: float) -> tuple[int | None, float]:
     return None, c
 
 
-def last_with_mass(ids: list[int], w: list[float]) -> int:
+def _last_with_mass(ids: list[int], w: list[float]) -> int:
     """Rounding at the very end of a walk: the last id with any weight."""
     return next(tok for tok, x in zip(reversed(ids), reversed(w), strict=True) if x > 0)
 

@@ -11,14 +11,8 @@ import numpy as np
 import numpy.typing as npt
 
 from specchat.core.decoding.backend_sampler import TOP_K
-from specchat.core.decoding.dist import (
-    Dist,
-    ListedDist,
-    Uniform,
-    last_with_mass,
-    sample,
-    sample_listed,
-)
+from specchat.core.decoding.candidates import penalised as pen_value
+from specchat.core.decoding.dist import Dist, ListedDist, Uniform, sample, sample_listed
 from specchat.core.decoding.drafting import Draft
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp_listed
@@ -166,14 +160,13 @@ class ModelDrafter:
         repeat penalty (the ids in `pen`) applied to them on the host; None when the draft is
         not confident. `rng`: sampled (q is the warp over the candidates), else greedy."""
         cands, logits = self.rt.sampler.top(-1)  # fresh lists, changed in place below
-        # Plain loops, not comprehensions or helpers: right after a decode every frame and
-        # every function's code comes from memory (this took a third off the call's time).
+        # Plain loops, not comprehensions: right after a decode every frame's code comes from
+        # memory (6b7a6f7: 365 -> 304 us a call at T = 1 with a penalty).
         if pen is not None and warp is not None:
             held, f = pen.ids, warp.penalty
             for j, c in enumerate(cands):
-                if c in held:  # llama.cpp's repeat penalty (candidates.penalised)
-                    v = logits[j]
-                    logits[j] = v / f if v > 0 else v * f
+                if c in held:
+                    logits[j] = pen_value(logits[j], f)
         top = max(logits)
         if rng is None:
             if p_min > 0.0:
@@ -198,12 +191,9 @@ class ModelDrafter:
             total += w
         if total * p_min > 1.0:  # the best candidate's weight is 1
             return None
-        u, run = rng.random() * total, 0.0
-        for t, w in zip(cands, logits, strict=True):
-            run += w
-            if u < run:
-                return t, ListedDist(cands, logits, total, warp.n_vocab)
-        return last_with_mass(cands, logits), ListedDist(cands, logits, total, warp.n_vocab)
+        return sample_listed(cands, logits, total, rng), ListedDist(
+            cands, logits, total, warp.n_vocab
+        )
 
     def feedback(self, drafted: int, accepted: int) -> None:
         """Adapt the draft length to the observed acceptance: aim one past the mean run."""
