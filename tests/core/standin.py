@@ -46,13 +46,15 @@ class StandIn:
         n_ctx: int = 512,
         can_rollback: bool = True,
         row: Callable[[Sequence[int]], np.ndarray] | None = None,
+        token_s: float = 0.0,
     ) -> None:
         self.script = script
         self.row_fn = row
         self.n_ctx = n_ctx
         self.n_vocab = N_VOCAB
         self.book = CacheBook()
-        self.llama_s = 0.0
+        self.llama_s = 0.0  # a clock that moves token_s per decoded token (0: stands still)
+        self.token_s = token_s
         self.host_rows = 0
         self.can_rollback = can_rollback
         self.fail_partial_erase = False  # force llama.cpp's "cannot erase part" answer
@@ -75,6 +77,7 @@ class StandIn:
         if len(self.cache) + len(tokens) > self.n_ctx:
             raise ContextFullError("stand-in context full")
         self.decoded.append(list(tokens))
+        self.llama_s += self.token_s * len(tokens)
         rows = []
         for t in tokens:
             self.cache.append(int(t))

@@ -463,3 +463,26 @@ def test_auto_drafts_copies_where_only_long_drafts_can_pay() -> None:
     assert len(steps) < 20, steps  # most of the copy came through verifications
     lost = sum(curve.rel(n) for n in steps) - (40 - 1)
     assert lost <= start + SHARE * 40 + 1e-6, (lost, steps)
+
+
+@pytest.mark.parametrize("prior", [None, 0.05])
+def test_an_off_reply_teaches_the_one_token_time_once_at_its_end(prior: float | None) -> None:
+    """Off decodes one token a step and learns its time when the reply ends, not every step,
+    as ten one-token observations would have: from the prior (if any) toward the steps' own
+    time. The prompt's 3-token prefill (3x a step's time) counts in none of it. Fails if the
+    reply learns nothing, if the prefill's time is taken for a step's, or if the end's single
+    update weighs the reply's steps unlike the per-step updates do."""
+    reply_ids = [1, 2, 3, 4, 5, 6, 7, 8, 4, 5]
+    target = StandIn(reply_script(len(PROMPT), [*reply_ids, EOS]), token_s=0.02)
+    cm = CostModel()
+    ref = CostModel()
+    if prior is not None:
+        cm.observe_target(1, prior)
+        ref.observe_target(1, prior)
+    reply = run(decoder(target, Mode.OFF, prompt=PROMPT, cost=cm))
+    steps = reply.final_stats.target_steps
+    assert reply.token_ids == reply_ids and steps == len(reply_ids)  # the last one reads EOS
+    for _ in range(steps):
+        ref.observe_target(1, 0.02)
+    assert cm.t1 == pytest.approx(ref.t1)
+    assert ref.t1 != pytest.approx(prior or 0.0)

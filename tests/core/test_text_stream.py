@@ -33,9 +33,9 @@ def test_a_character_split_over_tokens_comes_out_whole() -> None:
 def test_a_split_character_keeps_the_origin_of_the_token_that_completes_it() -> None:
     s = TextStream(())
     s.push(b"a\xc3", False)  # "a" now, the first byte of "é" held
-    assert s.take() == (("a", False),)
+    assert s.take() == [("a", False)]
     s.push(b"\xa9", True)
-    assert s.take() == (("é", True),)
+    assert s.take() == [("é", True)]
 
 
 def test_invalid_bytes_become_replacement_characters() -> None:

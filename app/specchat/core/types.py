@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
@@ -373,13 +373,14 @@ class TokenEvent:
 
     `segments` is the text released by this step split by origin, as (text, from_draft) pairs;
     `text` is their concatenation. Text can lag its tokens: an incomplete UTF-8 character or a
-    possible stop-string prefix is held back until the next step decides it.
+    possible stop-string prefix is held back until the next step decides it. The sequences are
+    the decoder's own lists, handed over, not copied: it never touches them again.
     """
 
     text: str
-    token_ids: tuple[int, ...]
-    draft_flags: tuple[bool, ...]  # per token: proposed by the drafter and accepted
+    token_ids: Sequence[int]
+    draft_flags: Sequence[bool]  # per token: proposed by the drafter and accepted
     stats: GenerationStats
-    segments: tuple[tuple[str, bool], ...] = ()
+    segments: Sequence[tuple[str, bool]] = ()
     finish_reason: FinishReason | None = None
-    top2: tuple[Top2, ...] = ()  # per token, when GenerationParams.record_top2
+    top2: Sequence[Top2] = ()  # per token, when GenerationParams.record_top2

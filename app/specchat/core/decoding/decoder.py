@@ -70,6 +70,8 @@ class Decoder:
         self.p = params
         self.mode = mode
         self.model = model
+        # the draft's clocks count where it may decode (off and lookup never touch it)
+        self._drt = model.rt if model is not None and mode in (Mode.DRAFT, Mode.AUTO) else None
         self.lookup = lookup
         self.cost = cost
         self.cancel = cancel or (lambda: False)
@@ -103,9 +105,9 @@ class Decoder:
 
     def _clocks(self) -> tuple[float, int]:
         llama, rows = self.t.llama_s, self.t.host_rows
-        if self.model is not None:
-            llama += self.model.rt.llama_s
-            rows += self.model.rt.host_rows
+        if self._drt is not None:
+            llama += self._drt.llama_s
+            rows += self._drt.host_rows
         return llama, rows
 
     def _push(
@@ -145,16 +147,10 @@ class Decoder:
         st.host_rows = rows - self._clocks0[1]
         segs = self._text.take()
         text = segs[0][0] if len(segs) == 1 else "".join(s for s, _ in segs)
-        # live figures in a step's event (polled while the reply runs), a copy in the last one
-        ev = TokenEvent(
-            text,
-            tuple(self._ids),
-            tuple(self._flags),
-            st if reason is None else st.copy(),
-            segs,
-            reason,
-            tuple(self._top2) if self._top2 else (),
-        )
+        # live figures in a step's event (polled while the reply runs), a copy in the last one;
+        # the step's lists are handed over (fresh ones below), not copied
+        st = st if reason is None else st.copy()
+        ev = TokenEvent(text, self._ids, self._flags, st, segs, reason, self._top2)
         self._ids, self._flags, self._top2, self._produced = [], [], [], 0
         return ev
 
@@ -171,11 +167,11 @@ class Decoder:
             return
         self._check_rollback()
         self.choose.setup(self.mode, self.model)
+        drafting = self.mode is not Mode.OFF
         try:
             self._prefill_and_first()
             self._extend_drafters()
             yield self._event()
-            drafting = self.mode is not Mode.OFF
             while True:
                 if self.cancel():
                     raise _Finished(FinishReason.CANCELLED)
@@ -184,8 +180,8 @@ class Decoder:
                 room = t.n_ctx - len(t.cache)
                 if room < 1:
                     raise _Finished(FinishReason.CONTEXT)
-                if not drafting:  # off: no drafter, nothing to plan or to learn
-                    self._plain_step()
+                if not drafting:  # off: no drafter, nothing to plan; timings learned at the end
+                    self._plain_step(learn=False)
                     yield self._event()
                     continue
                 step_start = time.perf_counter()
@@ -227,6 +223,8 @@ class Decoder:
         finally:
             # Keep the caches consistent with what was actually decoded, whatever happened.
             t.truncate(max(len(self.prompt), len(self.ctx) - 1))
+            if not drafting:  # every decode after the first token was a plain step
+                self.cost.observe_plain(self.stats.target_steps, self.stats.decode_llama_s)
 
     def _check_rollback(self) -> None:
         """Speculation needs both caches to roll back; recurrent and hybrid models cannot."""
@@ -291,10 +289,11 @@ class Decoder:
             right = self.ctx[base] == prop.tokens[0]
             self.cost.observe_accept(LOOKUP, [prop.first_class()], 1, int(right))
 
-    def _plain_step(self) -> None:
+    def _plain_step(self, learn: bool = True) -> None:
         t, before = self.t, self.t.llama_s
         rows = t.decode([self.ctx[-1]], logits_for="last")
-        self.cost.observe_target(1, t.llama_s - before)
+        if learn:
+            self.cost.observe_target(1, t.llama_s - before)
         self.stats.target_steps += 1
         pick = self.choose.graph_token
         self._push(pick(0) if pick is not None else self.choose.choose(rows, 0), False, rows, -1)

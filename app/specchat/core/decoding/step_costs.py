@@ -105,6 +105,15 @@ class StepCosts:
         self._beta_num = 0.95 * self._beta_num + (ratio - 1.0) * x
         self._beta_den = 0.95 * self._beta_den + x * x
 
+    def observe_plain(self, steps: int, seconds: float) -> None:
+        """`steps` one-token decodes that took `seconds` in all (a reply without drafting,
+        learned once at its end, not step by step): as `steps` observe_target(1, ...) calls of
+        their mean would leave t1."""
+        if steps < 1 or seconds <= 0.0 or not self.learn_timing:
+            return
+        mean, keep = seconds / steps, 0.8**steps
+        self.t1 = mean if self.t1 is None else keep * self.t1 + (1.0 - keep) * mean
+
     def observe_draft(self, n_tokens: int, seconds: float) -> None:
         if n_tokens < 1 or seconds <= 0.0 or not self.learn_timing:
             return

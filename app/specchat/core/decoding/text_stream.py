@@ -75,9 +75,10 @@ class TextStream:
             self._hold(rest, self._pending[-1][1] if self._pending else False)
         self._release_pending(self._pending_len)
 
-    def take(self) -> tuple[Segment, ...]:
-        """The text released since the last call, as (text, from_draft) segments."""
-        out, self._out = tuple(self._out), []
+    def take(self) -> list[Segment]:
+        """The text released since the last call, as (text, from_draft) segments (the
+        stream's own list, handed over: it starts a new one)."""
+        out, self._out = self._out, []
         return out
 
     # -- internals --------------------------------------------------------------------------
