@@ -62,6 +62,8 @@ class StandIn:
         self.info = SimpleNamespace(model_name="stand-in", display_name="stand-in")
         self.path = Path("stand-in.gguf")
         self.decoded: list[list[int]] = []  # every decode call's tokens
+        self.eog = frozenset({EOS})
+        self.pieces = PIECES  # what piece() gives, read directly by the decoder
 
     def use_sampler(self, spec: object) -> bool:
         return False

@@ -119,7 +119,8 @@ class Decoder:
             raise _Finished(FinishReason.LENGTH)
         self.ctx.append(token)
         self._produced += 1
-        if self.t.is_eog(token):
+        t = self.t  # (its sets read directly: a call costs more right after a decode)
+        if token in t.eog:
             raise _Finished(FinishReason.STOP)
         self._ids.append(token)
         self._flags.append(from_draft)
@@ -130,7 +131,7 @@ class Decoder:
             self._t_first = time.perf_counter()
             st.ttft_s = self._t_first - self._t0
             self._llama_first = self._clocks()[0]
-        if self._text.push(self.t.piece(token), from_draft):
+        if self._text.push(t.pieces.get(token) or t.piece(token), from_draft):
             raise _Finished(FinishReason.STOP)
 
     def _event(self, reason: FinishReason | None = None) -> TokenEvent:

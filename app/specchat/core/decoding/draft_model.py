@@ -126,7 +126,7 @@ class ModelDrafter:
                 pen.push(t)
             elif penalised:
                 hist.append(t)
-            if i + 1 < k and not rt.is_eog(t):
+            if i + 1 < k and t not in rt.eog:
                 row = rt.decode([t], logits_for="last")
             else:
                 break

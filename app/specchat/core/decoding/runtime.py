@@ -126,8 +126,8 @@ class ModelRuntime:
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
         self.book = CacheBook()  # which tokens the KV cache holds; what it remembers of them
         self._piece_buf = ctypes.create_string_buffer(256)
-        self._pieces: dict[int, bytes] = {}
-        self._eog = frozenset(
+        self.pieces: dict[int, bytes] = {}  # token -> its bytes, as piece() found them
+        self.eog = frozenset(  # the end-of-generation ids
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )
         raw = self._model.model
@@ -230,7 +230,7 @@ class ModelRuntime:
         return list(buf[:n])
 
     def piece(self, token: int) -> bytes:
-        cached = self._pieces.get(token)
+        cached = self.pieces.get(token)
         if cached is not None:
             return cached
         llama_cpp = _llama()
@@ -241,11 +241,11 @@ class ModelRuntime:
             out = big.raw[:n]
         else:
             out = self._piece_buf.raw[:n]
-        self._pieces[token] = out
+        self.pieces[token] = out
         return out
 
     def is_eog(self, token: int) -> bool:
-        return token in self._eog
+        return token in self.eog
 
     def token_text(self, token: int) -> str:
         out = _llama().llama_vocab_get_text(self._vocab, token)
