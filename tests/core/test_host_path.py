@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from specchat.core.decoding.backend_sampler import DIST, SamplerSpec
 from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
 from specchat.core.decoding.dist import Dist
 from specchat.core.decoding.runtime import ModelRuntime
@@ -142,6 +143,30 @@ def test_top2_from_the_candidates(small_engine: Engine) -> None:
         (t.first_id, t.second_id) for t in map(top2, rows)
     ]
     assert [t.gap for t in tops] == pytest.approx([t.gap for t in map(top2, rows)], abs=1e-4)
+
+
+def test_rows_are_read_only_views_of_llama_cpps_memory(small_engine: Engine) -> None:
+    """A raw logits row and a chain's distribution are llama.cpp's buffers seen through numpy,
+    not copies: writing into either raises instead of changing what llama.cpp holds. Fails if
+    either view is writable, or a copy (then the two reads of a row would not share memory)."""
+    rt = small_engine.target
+    prompt = small_engine.prompt_tokens(EDIT)
+    rt.use_sampler(None)
+    rt.reset()
+    rows = rt.decode(prompt, logits_for="last")
+    assert rows.shape == (1, rt.n_vocab) and np.shares_memory(rows, rt._logits(1))
+    with pytest.raises(ValueError):
+        rows[0, 0] = 0.0
+    assert rt.use_sampler(SamplerSpec(DIST, seed=1))
+    rt.reset()
+    rt.decode(prompt, logits_for="last")
+    ids, probs = rt.sampler.probs(-1)
+    assert ids is None and probs.shape == (rt.n_vocab,)
+    assert np.shares_memory(probs, rt.sampler.probs(-1)[1])
+    with pytest.raises(ValueError):
+        probs[0] = 0.0
+    rt.use_sampler(None)
+    rt.reset()
 
 
 def test_full_distribution_patch_matches_the_warp(small_engine: Engine) -> None:

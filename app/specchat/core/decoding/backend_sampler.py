@@ -51,10 +51,10 @@ class _Array:
     """Memory at an address, seen by numpy without a ctypes array type per call (read-only:
     the memory is llama.cpp's)."""
 
-    def __init__(self, addr: int, n: int, typestr: str) -> None:
+    def __init__(self, addr: int, shape: tuple[int, ...], typestr: str) -> None:
         self.__array_interface__ = {
             "data": (addr, True),
-            "shape": (n,),
+            "shape": shape,
             "typestr": typestr,
             "version": 3,
         }
@@ -205,7 +205,7 @@ class BackendSampler:
 
     def _view(self, addr: int, n: int, typestr: str) -> npt.NDArray[Any]:
         """A read-only numpy view of n values at `addr`."""
-        view: npt.NDArray[Any] = self._memo((addr, n, typestr), _numpy_view, addr, n, typestr)
+        view: npt.NDArray[Any] = self._memo((addr, n, typestr), numpy_view, addr, (n,), typestr)
         return view
 
     def _memo(self, key: tuple[int, int, str], make: Callable[..., Any], *args: Any) -> Any:
@@ -246,8 +246,9 @@ def _float_array(addr: int, n: int) -> Any:
     return _floats(n).from_address(addr)
 
 
-def _numpy_view(addr: int, n: int, typestr: str) -> npt.NDArray[Any]:
-    return np.asarray(_Array(addr, n, typestr))
+def numpy_view(addr: int, shape: tuple[int, ...], typestr: str) -> npt.NDArray[Any]:
+    """A read-only numpy array over llama.cpp's memory at `addr` (a view: no copy)."""
+    return np.asarray(_Array(addr, shape, typestr))
 
 
 def _build(lib: Any, spec: SamplerSpec) -> Any:

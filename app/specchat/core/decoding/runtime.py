@@ -25,7 +25,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from specchat.core.decoding.backend_sampler import ROWS_MAX, BackendSampler, SamplerSpec
+from specchat.core.decoding.backend_sampler import (
+    ROWS_MAX,
+    BackendSampler,
+    SamplerSpec,
+    numpy_view,
+)
 from specchat.core.decoding.config import (
     ContextFullError,
     ModelLoadError,
@@ -84,18 +89,6 @@ def _init_backend() -> None:
         _logger.set_verbose(os.environ.get("SPECCHAT_LLAMA_VERBOSE") == "1")
         llama_cpp.llama_backend_init()
         _backend_ready = True
-
-
-class _Buffer:
-    """Exposes memory at an address to numpy (cheaper than np.ctypeslib.as_array per call)."""
-
-    def __init__(self, addr: int, shape: tuple[int, int]) -> None:
-        self.__array_interface__ = {
-            "data": (addr, False),
-            "shape": shape,
-            "typestr": "<f4",
-            "version": 3,
-        }
 
 
 class ModelRuntime:
@@ -372,8 +365,7 @@ class ModelRuntime:
         addr = self._get_logits(self._ctx_ptr)
         view = self._views.get((addr, rows))
         if view is None:  # llama.cpp reallocates its output buffer rarely: views are reused
-            view = np.asarray(_Buffer(addr, (rows, self.n_vocab)))
-            view.flags.writeable = False
+            view = numpy_view(addr, (rows, self.n_vocab), "<f4")
             self._views[(addr, rows)] = view
         return view
 
