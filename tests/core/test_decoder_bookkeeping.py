@@ -481,8 +481,31 @@ def test_an_off_reply_teaches_the_one_token_time_once_at_its_end(prior: float | 
         ref.observe_target(1, prior)
     reply = run(decoder(target, Mode.OFF, prompt=PROMPT, cost=cm))
     steps = reply.final_stats.target_steps
-    assert reply.token_ids == reply_ids and steps == len(reply_ids)  # the last one reads EOS
+    # nine passes gave a token each; the tenth read only the end token and is not a step
+    assert reply.token_ids == reply_ids and steps == len(reply_ids) - 1
     for _ in range(steps):
         ref.observe_target(1, 0.02)
     assert cm.t1 == pytest.approx(ref.t1)
     assert ref.t1 != pytest.approx(prior or 0.0)
+
+
+@pytest.mark.parametrize("mode", [Mode.OFF, Mode.LOOKUP])
+def test_the_decode_phase_ends_at_the_last_token(mode: Mode) -> None:
+    """The rate a user sees runs from the first token to the last: the pass that decoded only
+    the end token adds its time to the request (llama_s, elapsed) but neither its time nor a
+    step to the decode phase, whose figures stay those of the last token's event; the passes
+    then add up to the tokens as for a reply cut at its limit. Fails if the end pass's decode
+    (0.02 s on the stand-in's clock) is counted in decode_llama_s or as a step, or if the
+    end's event stops updating the request's own clock."""
+    reply_ids = [1, 2, 3, 4]
+    target = StandIn(reply_script(len(PROMPT), [*reply_ids, EOS]), token_s=0.02)
+    seen = []
+    for ev in decoder(target, mode, prompt=PROMPT).run():
+        st = ev.stats
+        seen.append((list(ev.token_ids), st.decode_s, st.decode_llama_s, st.llama_s))
+    (last_ids, decode_s, decode_llama, _), (end_ids, end_decode_s, end_llama, total) = seen[-2:]
+    assert last_ids and not end_ids and sum(len(s[0]) for s in seen) == len(reply_ids)
+    assert end_decode_s == decode_s and end_llama == decode_llama
+    assert decode_llama == pytest.approx(0.02 * (len(reply_ids) - 1))
+    assert total == pytest.approx(0.02 * (len(PROMPT) + len(reply_ids)))
+    assert st.target_steps == len(reply_ids) - 1 == st.tokens - 1

@@ -181,12 +181,12 @@ class GenerationStats:
     accepted: int = 0  # of those, accepted by the target
     verify_steps: int = 0  # target passes that verified at least one draft token
     verify_tokens: int = 0  # tokens those passes produced (accepted drafts + the target's own)
-    target_steps: int = 0  # all target decode passes after the prompt
+    target_steps: int = 0  # target passes in the decode phase (not one that read only the end)
     draft_pos_proposed: list[int] = field(default_factory=list)  # per draft position
     draft_pos_accepted: list[int] = field(default_factory=list)
     ttft_s: float = 0.0  # request start -> first token
     elapsed_s: float = 0.0  # request start -> now
-    decode_s: float = 0.0  # first token -> now
+    decode_s: float = 0.0  # first token -> now; once the reply ended, -> its last token
     prefill_s: float = 0.0
     llama_s: float = 0.0  # time inside llama_decode (target and draft model, prompt included)
     decode_llama_s: float = 0.0  # of llama_s, the time after the first token
@@ -223,7 +223,8 @@ class GenerationStats:
 
     @property
     def tokens_per_s(self) -> float:
-        """Decode speed the user sees: tokens after the first, per second since the first."""
+        """Decode speed the user sees: tokens after the first, per second from the first to
+        the last (a last pass that read only the end token is not in it)."""
         if self.tokens >= 2 and self.decode_s > 0:
             return (self.tokens - 1) / self.decode_s
         if self.tokens == 1 and self.elapsed_s > 0:

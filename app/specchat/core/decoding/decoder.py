@@ -138,18 +138,17 @@ class Decoder:
         st = self.stats
         now = time.perf_counter()
         st.elapsed_s = now - self._t0
-        if st.tokens:
-            st.decode_s = now - self._t_first
         llama, rows = self._clocks()
         self._llama_at_event = llama
         st.llama_s = llama - self._clocks0[0]
-        if st.tokens:
+        # the decode phase ends at the last token (not at a last pass that read only the end)
+        if st.tokens and (reason is None or self._ids):
+            st.decode_s = now - self._t_first
             st.decode_llama_s = llama - self._llama_first
         st.host_rows = rows - self._clocks0[1]
         segs = self._text.take()
         text = segs[0][0] if len(segs) == 1 else "".join(s for s, _ in segs)
-        # live figures in a step's event (polled while the reply runs), a copy in the last one;
-        # the step's lists are handed over (fresh ones below), not copied
+        # live stats in a step's event (the window polls), a copy in the last; lists handed over
         st = st if reason is None else st.copy()
         ev = TokenEvent(text, self._ids, self._flags, st, segs, reason, self._top2)
         self._ids, self._flags, self._top2, self._produced = [], [], [], 0
@@ -224,7 +223,7 @@ class Decoder:
         finally:
             # Keep the caches consistent with what was actually decoded, whatever happened.
             t.truncate(max(len(self.prompt), len(self.ctx) - 1))
-            if not drafting:  # every decode after the first token was a plain step
+            if not drafting:  # the decode phase's passes were all plain steps
                 self.cost.observe_plain(self.stats.target_steps, self.stats.decode_llama_s)
 
     def _check_rollback(self) -> None:
@@ -291,13 +290,14 @@ class Decoder:
             self.cost.observe_accept(LOOKUP, [prop.first_class()], 1, int(right))
 
     def _plain_step(self, learn: bool = True) -> None:
-        t, before = self.t, self.t.llama_s
+        t, before, pick = self.t, self.t.llama_s, self.choose.graph_token
         rows = t.decode([self.ctx[-1]], logits_for="last")
         if learn:
             self.cost.observe_target(1, t.llama_s - before)
-        self.stats.target_steps += 1
-        pick = self.choose.graph_token
-        self._push(pick(0) if pick is not None else self.choose.choose(rows, 0), False, rows, -1)
+        try:
+            self._push(pick(0) if pick else self.choose.choose(rows, 0), False, rows, -1)
+        finally:  # a pass that read only the end token is not in the decode phase (_event)
+            self.stats.target_steps += bool(self._ids)
 
     def _draft(self, limit: int) -> tuple[Draft, str, list[str]]:
         """The draft for this step (possibly empty), which drafter made it, and the acceptance
