@@ -26,6 +26,7 @@ from specchat.core.decoding.cost_curve import CostCurve
 from specchat.core.decoding.drafting import DRAFT, LOOKUP
 
 INF = float("inf")
+T1_KEEP = 0.8  # the one-token time's decay: the old value's share at each observed decode
 _Self = TypeVar("_Self", bound="StepCosts")
 
 
@@ -86,7 +87,7 @@ class StepCosts:
         if seconds <= 0.0 or n_tokens < 1 or not self.learn_timing:
             return
         if n_tokens == 1:
-            self.t1 = seconds if self.t1 is None else 0.8 * self.t1 + 0.2 * seconds
+            self.t1 = seconds if self.t1 is None else T1_KEEP * self.t1 + (1 - T1_KEEP) * seconds
             return
         if self.curve is not None:
             # The shape is known, and one-token decodes tell the scale. A batch costing more
@@ -111,7 +112,7 @@ class StepCosts:
         their mean would leave t1."""
         if steps < 1 or seconds <= 0.0 or not self.learn_timing:
             return
-        mean, keep = seconds / steps, 0.8**steps
+        mean, keep = seconds / steps, T1_KEEP**steps
         self.t1 = mean if self.t1 is None else keep * self.t1 + (1.0 - keep) * mean
 
     def observe_draft(self, n_tokens: int, seconds: float) -> None:

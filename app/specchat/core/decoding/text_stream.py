@@ -44,12 +44,8 @@ class TextStream:
                 text = self._decode(piece)
         if not text:
             return False
-        if not self._stops:  # _release, inline (the hot path: once a token, after a decode)
-            out = self._out
-            if out and out[-1][1] == from_draft:
-                out[-1] = (out[-1][0] + text, from_draft)
-            else:
-                out.append((text, from_draft))
+        if not self._stops:
+            self._release(text, from_draft)
             return False
         self._hold(text, from_draft)
         pending = "".join(t for t, _ in self._pending)
