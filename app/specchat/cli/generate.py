@@ -86,6 +86,8 @@ def stats_line(st: GenerationStats, notices: Sequence[str] = ()) -> str:
         parts.append(f"host {host:.3f} ms/token")
     if st.note:
         parts.append(st.note)
+    if st.threads_note:
+        parts.append(st.threads_note)
     parts.extend(notices)  # settings the engine had to change (Engine.notices)
     return "[" + ", ".join(parts) + "]"
 

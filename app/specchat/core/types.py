@@ -164,6 +164,8 @@ _STATS_FIELDS = (
     "host_rows",
     "history_drafted",
     "history_accepted",
+    "threads",
+    "threads_wanted",
 )
 _STATS_TIMES = ("ttft_s", "elapsed_s", "decode_s", "prefill_s", "llama_s", "decode_llama_s")
 
@@ -191,6 +193,8 @@ class GenerationStats:
     llama_s: float = 0.0  # time inside llama_decode (target and draft model, prompt included)
     decode_llama_s: float = 0.0  # of llama_s, the time after the first token
     host_rows: int = 0  # logits rows handed to the host path (0 when llama.cpp chose every token)
+    threads: int = 0  # CPU threads the target decoded with (0: not said, e.g. a remote engine)
+    threads_wanted: int = 0  # those it was loaded with (more than `threads`: a CPU was busy)
     k_current: int = 0
     # Where the latest draft came from: "conversation" (lookup in this chat), "history" (lookup
     # in the earlier conversations), "draft model", or "" (no draft yet)
@@ -203,6 +207,15 @@ class GenerationStats:
     # for this reply, after it), "server-metrics" (the server's /metrics counters, before and
     # after the reply) or "none" (the server reports none for this reply).
     figures: str = ""
+
+    @property
+    def threads_note(self) -> str:
+        """What a user reads when the reply decoded with fewer CPU threads than loaded."""
+        if 0 < self.threads < self.threads_wanted:
+            return (
+                f"{self.threads} of {self.threads_wanted} threads: another program keeps a CPU busy"
+            )
+        return ""
 
     @property
     def acceptance_rate(self) -> float | None:

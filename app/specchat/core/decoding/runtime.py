@@ -108,7 +108,8 @@ class ModelRuntime:
         self.where = load_log.report().where()  # "CPU", "Vulkan0 (llvmpipe): 29/29 layers"
         n_train = self.info.context_length or self.config.n_ctx
         self.n_ctx = min(self.config.n_ctx, n_train) if n_train else self.config.n_ctx
-        self.n_threads = self.config.threads()
+        self.n_threads = self.config.threads()  # as loaded; `threads`: as decoding now
+        self.threads = self.n_threads
         self._ctx = self._new_context(llama_cpp)
         self.sampler = BackendSampler(llama_cpp, self._ctx.ctx)
         self._ctx_ptr = self._ctx.ctx
@@ -297,6 +298,12 @@ class ModelRuntime:
     def reset(self) -> None:
         self._clear_memory()
         self.book.clear()
+
+    def use_threads(self, n: int) -> None:
+        """Decode with `n` CPU threads from now on (the context's, loaded with `n_threads`)."""
+        if n != self.threads:
+            _llama().llama_set_n_threads(self._ctx_ptr, n, n)
+            self.threads = n
 
     # -- decoding ---------------------------------------------------------------------------
     def decode(

@@ -6,6 +6,7 @@ between messages without reloading anything.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,11 @@ from specchat.core.engines.base import Cancel, OneReplyAtATime, cancel_check
 from specchat.core.gguf.compat import draft_size_warning, require_compatible
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
 from specchat.core.machine.backend_info import gpu_offload_supported
+from specchat.core.machine.busy import OthersBetween, threads_beside
 from specchat.core.machine.cpu import cpu_count
 from specchat.core.types import EngineBusyError, GenerationParams, Mode, TokenEvent
+
+REFIT_S = 0.5  # how often a reply looks again at other programs' CPU use (Engine._fit_threads)
 
 __all__ = [
     "Cancel",
@@ -89,6 +93,9 @@ class Engine(OneReplyAtATime):
             except BaseException:
                 self.target.close()
                 raise
+        self.fit_threads = True  # fewer CPU threads beside a busy CPU (False: always as loaded)
+        self._others = OthersBetween()  # other programs' CPU use between replies
+        self._others.mark()
 
     # -- models -----------------------------------------------------------------------------
     def load_draft(self, path: str | Path, config: RuntimeConfig | None = None) -> None:
@@ -256,6 +263,7 @@ class Engine(OneReplyAtATime):
         cancel: Callable[[], bool],
     ) -> Iterator[TokenEvent]:
         # The shared drafters are touched only once this call owns the engine.
+        threads = self._fit_threads()
         if self._model_drafter is not None:
             self._model_drafter.reset(params.k_init, params.k_max)
         self._lookup.reset(
@@ -273,7 +281,31 @@ class Engine(OneReplyAtATime):
             cost=self.cost,
             cancel=cancel,
         )
-        return dec.run()
+        st = dec.stats
+        st.threads, st.threads_wanted = threads, self.target.n_threads
+        refit = time.perf_counter() + REFIT_S
+        try:
+            for ev in dec.run():
+                yield ev
+                if time.perf_counter() >= refit:  # a program may start or stop meanwhile
+                    st.threads = min(st.threads, self._fit_threads())
+                    refit = time.perf_counter() + REFIT_S
+        finally:
+            self._others.mark()
+
+    def _fit_threads(self) -> int:
+        """The CPU threads to decode with now: fewer than the models were loaded with while
+        other programs keep CPUs fully busy (measured since the last reply ended, or since the
+        last look during this one: machine/busy.py), as many again once they stop; unchanged
+        on a GPU, or when too little time passed to tell."""
+        others = self._others.cores() if self.fit_threads else None
+        if others is not None and not self.target_on_gpu:
+            self._others.mark()
+            n = threads_beside(others, self._others.cpus, self.target.n_threads)
+            for rt in (self.target, self.draft):
+                if rt is not None:
+                    rt.use_threads(min(n, rt.n_threads))
+        return self.target.threads
 
 
 def _facts(info: GGUFInfo | None) -> RuntimeFacts:

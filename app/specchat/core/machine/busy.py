@@ -14,6 +14,15 @@ below it (a few tenths of a percent on the machine this was written on); one bus
 The processes that used the most CPU time are named (`CpuUse.top`) so that a report can say
 what to close; a process that started and ended between the two readings is counted but not
 named.
+
+`OthersBetween` measures the same between two runs (from the end of one reply to the start of
+the next, while this process is idle), and `threads_beside` says how many threads a CPU decode
+should use beside that load: llama.cpp's threads meet at a spinning barrier after every
+operation, so a thread that shares a core with a program keeping it fully busy makes the others
+wait for its time slice. On the 2-core machine this was written on (target 1.5B, one token):
+quiet, 2 threads 69 ms and 1 thread 128 ms; beside a program keeping one core busy 60 % of the
+time, 2 threads 107 ms; beside one keeping a core fully busy, 2 threads 220-250 ms and 1 thread
+129 ms (docs/benchmarks.md, "A busy core").
 """
 
 from __future__ import annotations
@@ -25,9 +34,11 @@ from typing import Any
 
 import psutil
 
-__all__ = ["BUSY_SHARE", "CpuMeter", "CpuUse"]
+__all__ = ["BUSY_SHARE", "FULL_CORE", "CpuMeter", "CpuUse", "OthersBetween", "threads_beside"]
 
 BUSY_SHARE = 0.10  # others' CPU time over (wall time × CPUs) above which a run was disturbed
+FULL_CORE = 0.85  # others' use of one CPU from which a decode thread beside it only waits
+IDLE_S = 0.3  # the shortest gap between runs that OthersBetween measures
 _NAMED = 3  # how many of the busiest other processes are named
 _NAMED_SHARE = 0.03  # ...when each used at least this share of the machine during the run
 
@@ -35,9 +46,12 @@ _NAMED_SHARE = 0.03  # ...when each used at least this share of the machine duri
 _NOT_BUSY = ("idle", "iowait", "guest", "guest_nice")
 
 
-def _machine_busy_s() -> float:
+_NICED = (*_NOT_BUSY, "nice")  # ...and the time of lower-priority ("niced") programs
+
+
+def _machine_busy_s(not_busy: tuple[str, ...] = _NOT_BUSY) -> float:
     times = psutil.cpu_times()._asdict()
-    return sum(v for k, v in times.items() if k not in _NOT_BUSY)
+    return sum(v for k, v in times.items() if k not in not_busy)
 
 
 def _own_s(proc: psutil.Process) -> float:
@@ -124,3 +138,36 @@ class CpuMeter:
             before = {k: v for k, v in self._before.items() if k in after}
             top = _busiest(before, after, max(0.01, _NAMED_SHARE * wall_s * cpus))
         self.use = CpuUse(wall_s, own_s, others_s, cpus, top)
+
+
+def threads_beside(others_cores: float, cpus: int, wanted: int) -> int:
+    """Threads for a CPU decode that wants `wanted` threads on a machine of `cpus` logical CPUs
+    while other programs keep `others_cores` CPUs busy: one fewer for every CPU our threads
+    need that the others keep (nearly) fully busy, never fewer than one."""
+    spare = max(0, cpus - wanted)  # CPUs the others may use without meeting our threads
+    taken = int(max(0.0, others_cores - spare) + (1.0 - FULL_CORE))
+    return max(1, wanted - taken)
+
+
+class OthersBetween:
+    """Other programs' CPU use between this process's runs: `mark()` when a run ends,
+    `cores()` when the next one starts (CPUs' worth of busy time per second of the gap; None
+    when there was no mark or the gap was shorter than IDLE_S). Programs running at a lower
+    priority (niced, like a background build) are not counted: they yield the CPU to ours."""
+
+    def __init__(self) -> None:
+        self._proc = psutil.Process(os.getpid())
+        self._mark: tuple[float, float, float] | None = None
+        self.cpus = psutil.cpu_count() or 1  # logical CPUs of the machine
+
+    def mark(self) -> None:
+        self._mark = (time.perf_counter(), _machine_busy_s(_NICED), _own_s(self._proc))
+
+    def cores(self) -> float | None:
+        if self._mark is None:
+            return None
+        wall, machine, own = time.perf_counter(), _machine_busy_s(_NICED), _own_s(self._proc)
+        gap = wall - self._mark[0]
+        if gap < IDLE_S:
+            return None
+        return max(0.0, machine - self._mark[1] - (own - self._mark[2])) / gap
