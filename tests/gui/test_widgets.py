@@ -244,6 +244,14 @@ def test_stats_summary() -> None:
     # a full record as saved today reads the same
     st = GenerationStats(mode="lookup", tokens=21, drafted=8, accepted=2, decode_s=2.0)
     assert stats_summary(st.to_dict()) == "Prompt lookup · 10.0 tok/s · 25% accepted"
+    # a reply that decoded with fewer threads than loaded says so, briefly (the header's width)
+    st.threads, st.threads_wanted = 1, 2
+    assert stats_summary(st.to_dict()).endswith("25% accepted · 1 of 2 threads, CPU busy")
+    assert "1 of 2 threads: another program keeps a CPU busy" in stats_summary(
+        st.to_dict(), long=True
+    )
+    st.threads = 2  # every thread: nothing to say
+    assert "threads" not in stats_summary(st.to_dict(), long=True)
 
 
 @pytest.mark.parametrize("dark", [False, True])

@@ -77,8 +77,10 @@ def stats_summary(record: Mapping[str, Any], long: bool = False) -> str:
     finish = FINISH_TEXT.get(str(record.get("finish_reason") or ""), "")
     if finish:
         parts.append(finish)
-    if st.threads_note:  # why this reply ran slower than the others
-        parts.append(st.threads_note)
+    if st.threads_note:  # why this reply ran slower than the others (short: the header's width)
+        parts.append(
+            st.threads_note if long else f"{st.threads} of {st.threads_wanted} threads, CPU busy"
+        )
     if long and st.note:
         parts.append(st.note)
     return " · ".join(parts)
