@@ -298,8 +298,10 @@ class Engine(OneReplyAtATime):
         other programs keep CPUs fully busy (measured since the last reply ended, or since the
         last look during this one: machine/busy.py), as many again once they stop; unchanged
         on a GPU, or when too little time passed to tell."""
-        others = self._others.cores() if self.fit_threads else None
-        if others is not None and not self.target_on_gpu:
+        if not self.fit_threads or self.target_on_gpu:
+            return self.target.threads
+        others = self._others.cores()
+        if others is not None:
             self._others.mark()
             n = threads_beside(others, self._others.cpus, self.target.n_threads)
             for rt in (self.target, self.draft):

@@ -59,6 +59,19 @@ def _own_s(proc: psutil.Process) -> float:
     return float(t.user + t.system)
 
 
+_Reading = tuple[float, float, float]  # wall clock, the machine's busy CPU time, this process's
+
+
+def _reading(proc: psutil.Process, not_busy: tuple[str, ...] = _NOT_BUSY) -> _Reading:
+    return time.perf_counter(), _machine_busy_s(not_busy), _own_s(proc)
+
+
+def _between(start: _Reading, end: _Reading) -> tuple[float, float, float]:
+    """Wall time, this process's CPU time and everyone else's from `start` to `end`."""
+    own_s = end[2] - start[2]
+    return end[0] - start[0], own_s, max(0.0, end[1] - start[1] - own_s)
+
+
 def _processes(own_pid: int) -> dict[tuple[int, str], float]:
     """CPU seconds so far of every other process we may read, by (pid, name)."""
     out: dict[tuple[int, str], float] = {}
@@ -117,20 +130,17 @@ class CpuMeter:
         self.name_processes = name_processes
         self.use: CpuUse | None = None
         self._proc = psutil.Process(os.getpid())
-        self._start: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self._start: _Reading = (0.0, 0.0, 0.0)
         self._before: dict[tuple[int, str], float] = {}
 
     def __enter__(self) -> CpuMeter:
         if self.name_processes:
             self._before = _processes(self._proc.pid)
-        self._start = (time.perf_counter(), _machine_busy_s(), _own_s(self._proc))
+        self._start = _reading(self._proc)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        wall, machine, own = time.perf_counter(), _machine_busy_s(), _own_s(self._proc)
-        wall_s = wall - self._start[0]
-        own_s = own - self._start[2]
-        others_s = max(0.0, machine - self._start[1] - own_s)
+        wall_s, own_s, others_s = _between(self._start, _reading(self._proc))
         cpus = psutil.cpu_count() or 1
         top: tuple[tuple[str, float], ...] = ()
         if self.name_processes:
@@ -157,17 +167,14 @@ class OthersBetween:
 
     def __init__(self) -> None:
         self._proc = psutil.Process(os.getpid())
-        self._mark: tuple[float, float, float] | None = None
+        self._mark: _Reading | None = None
         self.cpus = psutil.cpu_count() or 1  # logical CPUs of the machine
 
     def mark(self) -> None:
-        self._mark = (time.perf_counter(), _machine_busy_s(_NICED), _own_s(self._proc))
+        self._mark = _reading(self._proc, _NICED)
 
     def cores(self) -> float | None:
         if self._mark is None:
             return None
-        wall, machine, own = time.perf_counter(), _machine_busy_s(_NICED), _own_s(self._proc)
-        gap = wall - self._mark[0]
-        if gap < IDLE_S:
-            return None
-        return max(0.0, machine - self._mark[1] - (own - self._mark[2])) / gap
+        gap, _, others_s = _between(self._mark, _reading(self._proc, _NICED))
+        return others_s / gap if gap >= IDLE_S else None
