@@ -1,0 +1,258 @@
+"""The current-figures tables of README.md and docs/benchmarks.md, rebuilt from the reports.
+
+    python3 docs/bench/figures.py            # print the tables
+    python3 docs/bench/figures.py --write    # put them into README.md and docs/benchmarks.md
+    python3 docs/bench/figures.py --check    # exit 1 when a table there differs from the reports
+
+Each table sits between `<!-- figures:NAME -->` and `<!-- /figures:NAME -->` in those files. The
+figures are read from the Markdown reports `specchat-cli bench --md` writes (their header and
+their "Overall" and "Per prompt" tables), so a new measurement is: run the bench command of
+docs/benchmarks.md, save its report in docs/bench/, name it in ROWS below, run `--write`.
+Nothing here needs SpecChat installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+
+
+@dataclass(frozen=True)
+class Row:
+    table: str  # "cpu" | "gpu"
+    machine: str  # the machine class, as a reader would name it
+    models: str
+    report: str  # file name in docs/bench/
+    modes: tuple[str, ...]  # which of the report's modes this row shows
+    note: str = ""
+
+
+ROWS = (
+    Row(
+        "cpu",
+        "2-core Intel Xeon (AVX-512)",
+        "default pair",
+        "cpu-xeon-modes.md",
+        ("draft", "lookup", "auto"),
+    ),
+    Row("cpu", "2-core Intel Xeon (AVX-512)", "default pair", "cpu-xeon-auto.md", ("auto",)),
+    Row("cpu", "2-core AMD EPYC", "default pair", "cpu-epyc-auto.md", ("auto",)),
+    Row(
+        "gpu",
+        "NVIDIA H100 (CUDA)",
+        "SmolLM2-135M, no draft model",
+        "gpu-h100-smollm2.md",
+        ("lookup",),
+    ),
+    Row(
+        "gpu",
+        "NVIDIA H100 (CUDA)",
+        "SmolLM2-135M, no draft model",
+        "gpu-h100-smollm2-auto.md",
+        ("auto",),
+    ),
+    Row(
+        "gpu",
+        "NVIDIA H100 (CUDA)",
+        "default pair, random weights ¹",
+        "gpu-h100-pair-random.md",
+        ("draft", "lookup", "auto"),
+    ),
+)
+
+NOTES = {
+    "gpu": "¹ Copies of the default pair with random weights: real costs, but a text that repeats "
+    "itself, so lookup's figures there are what a long copy reaches, not what real text gives.",
+}
+
+KINDS = ("edit", "quote", "code", "chat")
+
+
+@dataclass(frozen=True)
+class Report:
+    path: Path
+    prompts: int
+    max_tokens: str
+    pairing: str
+    overall: dict[str, dict[str, str]]  # mode -> column -> cell
+    per_prompt: list[dict[str, str]]
+
+
+def _table(lines: list[str], start: int) -> list[dict[str, str]]:
+    """The Markdown table that begins at or after line `start`, as dicts by column name."""
+    i = start
+    while i < len(lines) and not lines[i].startswith("|"):
+        i += 1
+    head = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+    rows = []
+    for line in lines[i + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows.append(dict(zip(head, cells, strict=False)))
+    return rows
+
+
+def read_report(path: Path) -> Report:
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    try:
+        overall_at = lines.index("## Overall (geometric means over prompts)")
+        prompts_at = lines.index("## Per prompt")
+    except ValueError:
+        sys.exit(f"{path}: not a `specchat-cli bench --md` report (no Overall / Per prompt table)")
+    overall = {r["mode"]: r for r in _table(lines, overall_at)}
+    per_prompt = _table(lines, prompts_at)
+    command = re.search(r"^- command: `(.*)`$", text, re.M)
+    cmd = command.group(1) if command else ""
+    tokens = re.search(r"max tokens (\w+)", text)
+    return Report(
+        path=path,
+        prompts=len({r["prompt"] for r in per_prompt}),
+        max_tokens=tokens.group(1) if tokens else "?",
+        pairing="alternating" if "--pairing alternate" in cmd else "in turn",
+        overall=overall,
+        per_prompt=per_prompt,
+    )
+
+
+def _x(cell: str) -> float:
+    """'1.79× (0.9–1.2) ⚠' -> 1.79"""
+    m = re.match(r"[0-9.]+", cell)
+    return float(m.group(0)) if m else float("nan")
+
+
+def lowest(report: Report, mode: str) -> str:
+    rows = [r for r in report.per_prompt if r["mode"] == mode]
+    if not rows:
+        return "–"
+    low = min(rows, key=lambda r: _x(r["speedup"]))
+    return f"{_x(low['speedup']):.2f}× ({low['prompt']})"
+
+
+def _kind(row: dict[str, str], kind: str) -> str:
+    return row.get(f"speedup {kind}", "–")
+
+
+def short_table(table: str, reports: dict[str, Report]) -> str:
+    """README: one line per machine, models and mode."""
+    out = [
+        "| machine | models | prompts | mode | tok/s (off's) | speedup over off "
+        "| edits | quotes | code | chat |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in (r for r in ROWS if r.table == table):
+        rep = reports[row.report]
+        off = _rate(rep.overall["off"]["tok/s"])
+        for mode in row.modes:
+            o = rep.overall[mode]
+            kinds = " | ".join(_kind(o, k) for k in KINDS)
+            out.append(
+                f"| {row.machine} | {row.models} | {rep.prompts} | {mode} "
+                f"| {_rate(o['tok/s'])} ({off}) | **{o['speedup']}** | {kinds} |"
+            )
+    return "\n".join(out + _notes(table))
+
+
+def _rate(cell: str) -> str:
+    """tok/s as a reader wants it: 851 rather than 851.2, 14.4 as it is."""
+    x = _x(cell)
+    return f"{x:,.0f}" if x >= 100 else cell
+
+
+def full_table(table: str, reports: dict[str, Report]) -> str:
+    """docs/benchmarks.md: the same rows with τ, ceiling, efficiency, the lowest prompt and the
+    report each comes from."""
+    out = [
+        "| machine | models | mode | speedup over off | edits / quotes / code / chat | τ "
+        "| ceiling | efficiency | lowest prompt | same text as off | report |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in (r for r in ROWS if r.table == table):
+        rep = reports[row.report]
+        off = rep.overall["off"]["tok/s"]
+        src = (
+            f"[{row.report}](bench/{row.report}): {rep.prompts} prompts, {rep.max_tokens} "
+            f"tokens, {rep.pairing}; off {_rate(off)} tok/s"
+        )
+        for mode in row.modes:
+            o = rep.overall[mode]
+            kinds = " / ".join(_kind(o, k) for k in KINDS)
+            out.append(
+                f"| {row.machine} | {row.models} | {mode} | **{o['speedup']}** | {kinds} "
+                f"| {o['τ']} | {o['ceiling']} | {o['efficiency']} | {lowest(rep, mode)} "
+                f"| {o['same text']} | {src} |"
+            )
+    return "\n".join(out + _notes(table))
+
+
+def _notes(table: str) -> list[str]:
+    return ["", NOTES[table]] if table in NOTES else []
+
+
+def tables() -> dict[str, str]:
+    reports = {r.report: read_report(HERE / r.report) for r in ROWS}
+    made = {}
+    for table in sorted({r.table for r in ROWS}):
+        made[table] = short_table(table, reports)
+        made[f"{table}-full"] = full_table(table, reports)
+    return made
+
+
+TARGETS = {
+    ROOT / "README.md": ("cpu", "gpu"),
+    ROOT / "docs" / "benchmarks.md": ("cpu-full", "gpu-full"),
+}
+
+
+def replace(text: str, name: str, body: str, where: Path) -> str:
+    pattern = re.compile(
+        rf"(<!-- figures:{re.escape(name)} -->\n).*?(\n<!-- /figures:{re.escape(name)} -->)",
+        re.S,
+    )
+    if not pattern.search(text):
+        sys.exit(f"{where}: no <!-- figures:{name} --> ... <!-- /figures:{name} --> block")
+    return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--write", action="store_true", help="update README.md and the docs")
+    what.add_argument("--check", action="store_true", help="exit 1 when they are out of date")
+    args = ap.parse_args(argv)
+    made = tables()
+    if not (args.write or args.check):
+        for name, body in made.items():
+            print(f"<!-- figures:{name} -->\n{body}\n<!-- /figures:{name} -->\n")
+        return 0
+    stale = []
+    for path, names in TARGETS.items():
+        old = path.read_text(encoding="utf-8")
+        new = old
+        for name in names:
+            new = replace(new, name, made[name], path)
+        if new != old:
+            stale.append(path.relative_to(ROOT))
+            if args.write:
+                path.write_text(new, encoding="utf-8")
+    if args.check and stale:
+        print(
+            "out of date: "
+            + ", ".join(map(str, stale))
+            + " (python3 docs/bench/figures.py --write)"
+        )
+        return 1
+    for p in stale:
+        print(f"updated {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
