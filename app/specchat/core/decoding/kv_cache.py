@@ -3,8 +3,9 @@
 `CacheBook` knows which tokens sit at positions 0..len-1 of sequence 0, what the decoder asked
 it to remember about the first n of them (the end of a prompt), how long a prefix a new request
 shares with them, and what to do on a rollback: ask the memory to erase the positions past the
-cut, and when the memory cannot erase part of a sequence (recurrent or hybrid models), clear
-everything and say so, so that the caller decodes again what it wants to keep.
+cut, and when the memory cannot erase part of a sequence (a recurrent or hybrid model cut
+deeper than its state snapshots reach), clear everything and say so, so that the caller decodes
+again what it wants to keep.
 
 The book does no decoding and touches no memory itself: `ModelRuntime` hands it llama.cpp's
 erase and clear calls, and the tests' stand-in runtime hands it its own, so both run this code.

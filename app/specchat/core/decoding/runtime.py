@@ -6,6 +6,13 @@ llama.cpp for logits of chosen rows only: no n_ctx x n_vocab buffer is ever allo
 come back as one read-only view of llama.cpp's own output buffer (no copies), valid until the
 next `decode` on the same model.
 
+Hybrid models (Qwen3.5's delta-net layers, LFM2's short convolutions) keep a recurrent state that
+no position-wise erase can cut. Where llama.cpp can keep snapshots of it (`n_rs_seq`, for the
+architectures of `core.gguf.recurrent.ROLLBACK_ARCHES`), the context is created with
+`rollback_tokens` of them, and `truncate` cuts back up to that many tokens of the last decode:
+llama.cpp restores the state as it was after the kept token. A deeper cut clears the cache (the
+caller decodes again what it keeps), as for any model llama.cpp cannot cut.
+
 It also keeps a clock, `llama_s`, the time spent inside `llama_decode` (including waiting for a
 GPU to finish): everything else a caller does is host overhead; and a count, `host_rows`, of the
 logits rows handed to the host (none when llama.cpp's own samplers choose the tokens).
@@ -40,6 +47,7 @@ from specchat.core.decoding.config import (
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
+from specchat.core.gguf.recurrent import state_bytes
 from specchat.core.machine.amx import amx_in_build
 from specchat.core.machine.llama_log import capture
 
@@ -92,9 +100,24 @@ def _init_backend() -> None:
 
 
 class ModelRuntime:
-    """A model, its context, and the list of tokens currently in its KV cache (sequence 0)."""
+    """A model, its context, and the list of tokens currently in its KV cache (sequence 0).
 
-    def __init__(self, path: str | os.PathLike[str], config: RuntimeConfig | None = None) -> None:
+    `rollback_tokens`: how many tokens a cut may take back from a recurrent or hybrid model's
+    last decode (llama.cpp's `n_rs_seq`, one state snapshot each): a verification of a k-token
+    draft cuts at most k. The default covers the longest draft a decode may verify (ROWS_MAX
+    rows: up to ROWS_MAX - 1 drafts and the token before them); 0 for a model that never
+    verifies (a draft model, whose cuts span many one-token decodes). Ignored for transformers.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        config: RuntimeConfig | None = None,
+        *,
+        rollback_tokens: int = ROWS_MAX,
+    ) -> None:
+        if rollback_tokens < 0:
+            raise ValueError("rollback_tokens must be 0 or more")
         self.path = Path(path)
         self.config = (config or RuntimeConfig()).validate()
         self.info: GGUFInfo = read_gguf_info(self.path)  # raises GGUFError before llama.cpp runs
@@ -110,7 +133,15 @@ class ModelRuntime:
         self.n_ctx = min(self.config.n_ctx, n_train) if n_train else self.config.n_ctx
         self.n_threads = self.config.threads()  # as loaded; `threads`: as decoding now
         self.threads = self.n_threads
-        self._ctx = self._new_context(llama_cpp)
+        raw = self._model.model
+        self.recurrent = bool(llama_cpp.llama_model_is_recurrent(raw)) or bool(
+            llama_cpp.llama_model_is_hybrid(raw)
+        )
+        # llama.cpp asserts (aborts) unless a micro-batch holds more than n_rs_seq + 1 tokens
+        want = min(rollback_tokens, self.config.n_batch - 2) if self.recurrent else 0
+        with capture() as ctx_log:  # llama.cpp's account of the recurrent buffers (RS)
+            self._ctx = self._new_context(llama_cpp, want)
+        self.context_report = ctx_log.report()
         self.sampler = BackendSampler(llama_cpp, self._ctx.ctx)
         self._ctx_ptr = self._ctx.ctx
         self._llama_decode = llama_cpp.llama_decode
@@ -124,13 +155,22 @@ class ModelRuntime:
         self.eog = frozenset(  # the end-of-generation ids
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
         )
-        raw = self._model.model
-        self.recurrent = bool(llama_cpp.llama_model_is_recurrent(raw)) or bool(
-            llama_cpp.llama_model_is_hybrid(raw)
+        # A recurrent state cannot be cut back to an earlier position unless llama.cpp keeps
+        # snapshots of it (n_rs_seq, after the clamps: 0 for an architecture it cannot roll
+        # back). Without them: no rollback, so no speculation (the decoder checks this).
+        self.n_rs_seq = int(llama_cpp.llama_n_rs_seq(self._ctx.ctx)) if self.recurrent else 0
+        self.can_rollback = not self.recurrent or self.n_rs_seq > 0
+        self._rs_room = 0  # tokens the snapshots can take back now: the last decode's, less one
+        one_state = state_bytes(self.info) if self.recurrent else 0
+        rs_logged = sum(b for (_, kind), b in self.context_report.buffers.items() if kind == "RS")
+        # what the rollback snapshots cost (on the device of each recurrent layer): the formula
+        # of core.gguf.recurrent where it knows the architecture, else llama.cpp's logged RS
+        # buffers (0.01 MiB steps) less the one live state
+        self.snapshot_bytes = (
+            self.n_rs_seq * one_state
+            if one_state is not None
+            else rs_logged * self.n_rs_seq // (1 + self.n_rs_seq)
         )
-        # Recurrent and hybrid models keep a state that cannot be cut back to an earlier
-        # position: no rollback, so no speculation (the decoder checks this).
-        self.can_rollback = not self.recurrent
         self.size_bytes = self.path.stat().st_size
         # llama_get_logits returning a plain address, for a cache of numpy views of the buffer
         self._get_logits = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)(
@@ -151,7 +191,7 @@ class ModelRuntime:
         except ValueError as exc:
             raise ModelLoadError(f"llama.cpp could not load {self.path.name}: {exc}") from exc
 
-    def _new_context(self, llama_cpp: Any) -> Any:
+    def _new_context(self, llama_cpp: Any, n_rs_seq: int) -> Any:
         from llama_cpp import _internals
 
         cparams = llama_cpp.llama_context_default_params()
@@ -163,6 +203,7 @@ class ModelRuntime:
         cparams.n_threads_batch = self.n_threads
         cparams.no_perf = True
         cparams.n_outputs_max_per_seq = ROWS_MAX
+        cparams.n_rs_seq = n_rs_seq
         try:
             return _internals.LlamaContext(model=self._model, params=cparams, verbose=False)
         except ValueError as exc:
@@ -276,19 +317,37 @@ class ModelRuntime:
     def recall(self, n: int, key: object) -> object | None:
         return self.book.recall(n, key)
 
+    @property
+    def rollback_depth(self) -> int:
+        """The most tokens one cut may take back: any for a transformer, `n_rs_seq` for a
+        recurrent or hybrid model (0: none). A cut of a recurrent model must also stay inside
+        its last decode (all of it but the first token) and follow a decode: a verification
+        of a k-token draft (k + 1 tokens) can always be cut by up to k."""
+        return self.n_ctx if not self.recurrent else self.n_rs_seq
+
     def truncate(self, n_keep: int) -> bool:
         """Drop cache entries at positions >= n_keep (rollback after a rejected draft).
 
-        Returns False when llama.cpp could not erase part of the sequence (recurrent or hybrid
-        memory): the cache is then cleared and `cache` is empty, so the caller must decode what
-        it wants to keep again."""
+        Returns False when llama.cpp could not erase part of the sequence (a recurrent or hybrid
+        model cut deeper than its snapshots reach): the cache is then cleared and `cache` is
+        empty, so the caller must decode what it wants to keep again."""
         return self.book.truncate(n_keep, self._erase_from, self._clear_memory)
 
     def _erase_from(self, n_keep: int) -> bool:
         mem = self._ctx.memory
+        if self.recurrent:
+            # llama.cpp's snapshots hold the states after each of the last decode's last
+            # n_rs_seq tokens but its first: it accepts a cut of the whole decode (or of
+            # snapshots an earlier decode left) and restores a stale state without a word,
+            # so the runtime checks the reach itself. One cut per decode: a second is refused.
+            cut = len(self.book.tokens) - n_keep
+            if not 0 < cut <= min(self._rs_room, self.n_rs_seq):
+                return False
+            self._rs_room = 0
         return self.can_rollback and bool(_llama().llama_memory_seq_rm(mem, 0, n_keep, -1))
 
     def _clear_memory(self) -> None:
+        self._rs_room = 0
         _llama().llama_memory_clear(self._ctx.memory, True)
 
     def common_prefix(self, tokens: Sequence[int]) -> int:
@@ -354,7 +413,9 @@ class ModelRuntime:
         if rc == 0:
             self._llama_sync(ctx)  # a GPU's work counts as decode time
         self.llama_s += time.perf_counter() - t0
+        self._rs_room = m - 1  # the snapshots are this decode's (see _erase_from)
         if rc != 0:
+            self._rs_room = 0
             self._resync_after_failure()
             if rc == 1:
                 raise ContextFullError("no room left in the KV cache")
