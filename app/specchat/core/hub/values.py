@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
+from specchat.core.gguf.drafters import DrafterKind, drafter_kind_from_name
 from specchat.core.gguf.info import GGUFInfo
 from specchat.core.gguf.split_names import split_part
 
@@ -24,6 +25,7 @@ __all__ = [
     "RepoSummary",
     "group_gguf_files",
     "parse_quant",
+    "quant_bits",
 ]
 
 # Quantisation labels as llama.cpp and the common quantisers write them in file names.
@@ -68,6 +70,13 @@ def parse_quant(filename: str) -> str | None:
     return {"FP16": "F16", "FP32": "F32"}.get(label, label)
 
 
+def quant_bits(filename: str) -> int:
+    """Bits a weight of the file's quantisation (4 for Q4_K_M, 16 for F16; 0: unknown)."""
+    label = parse_quant(filename) or ""
+    m = re.search(r"(\d+)", label.replace("MXFP4", "Q4"))
+    return int(m[1]) if m else 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Results
 
@@ -106,6 +115,10 @@ class RemoteModel:
     repo_id: str
     files: tuple[RemoteFile, ...]
     revision: str | None = None  # the commit the listing came from
+    # a drafter file found with this target (an mtp-*.gguf, an assistant, a DFlash file…)
+    drafter: RemoteModel | None = None
+    # what this file is when it is a drafter file by its name (None: a model)
+    kind: DrafterKind | None = None
 
     @property
     def first(self) -> RemoteFile:
@@ -141,12 +154,56 @@ class RemoteModel:
     def quant(self) -> str | None:
         return parse_quant(self.name)
 
+    @property
+    def is_drafter(self) -> bool:
+        return self.kind is not None
+
+    @property
+    def with_size(self) -> int | None:
+        """Bytes of the model and its drafter together (None if a size is unknown)."""
+        if self.drafter is None:
+            return self.size
+        d = self.drafter.size
+        return None if self.size is None or d is None else self.size + d
+
+
+def best_drafter(target: RemoteModel, drafters: Iterable[RemoteModel]) -> RemoteModel | None:
+    """The drafter file to take with ``target``: in the target's folder (or one above it),
+    the deepest such folder first, then the quantisation closest to the target's (as
+    llama.cpp's downloader picks an ``mtp-*.gguf``), then the smaller file."""
+    folder = PurePosixPath(target.first.path).parent.parts
+    bits = quant_bits(target.name)
+    found: list[tuple[int, int, int, str, RemoteModel]] = []
+    for d in drafters:
+        d_folder = PurePosixPath(d.first.path).parent.parts
+        if d.repo_id == target.repo_id and folder[: len(d_folder)] != d_folder:
+            continue  # in a sibling folder: another model's
+        depth = len(d_folder) if d.repo_id == target.repo_id else -1
+        diff = abs(quant_bits(d.name) - bits)
+        found.append((-depth, diff, d.size or 0, d.name, d))
+    return min(found, key=lambda t: t[:4])[4] if found else None
+
 
 def group_gguf_files(
     repo_id: str, files: Iterable[RemoteFile], revision: str | None = None
 ) -> list[RemoteModel]:
     """GGUF files of a repo as models: split parts joined, incomplete splits dropped, smallest
-    first. ``mmproj`` (vision projector) files are not models on their own and are left out."""
+    first. ``mmproj`` (vision projector) files are not models on their own and are left out.
+    Drafter files (``mtp-*.gguf``, assistants, EAGLE-3/DFlash/DSpark files, by name) are
+    attached to the targets they serve (:attr:`RemoteModel.drafter`); a repo that holds only
+    drafters lists them as they are (:attr:`RemoteModel.kind` says what each is)."""
+    models = _group(repo_id, files, revision)
+    drafters = [replace(m, kind=drafter_kind_from_name(m.name)) for m in models]
+    drafters = [m for m in drafters if m.kind is not None]
+    targets = [m for m in models if drafter_kind_from_name(m.name) is None]
+    if not targets:
+        return drafters
+    return [replace(t, drafter=best_drafter(t, drafters)) for t in targets]
+
+
+def _group(
+    repo_id: str, files: Iterable[RemoteFile], revision: str | None = None
+) -> list[RemoteModel]:
     singles: list[RemoteModel] = []
     splits: dict[tuple[str, str, int], dict[int, RemoteFile]] = {}
     for f in files:

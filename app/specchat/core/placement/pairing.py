@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from specchat.core.gguf.compat import CompatResult, check_draft_compat, draft_size_warning
-from specchat.core.gguf.drafters import target_note
+from specchat.core.gguf.compat import CompatResult, draft_size_warning
+from specchat.core.gguf.drafters import DrafterKind, drafter_kind, target_note
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
+from specchat.core.gguf.sidecar import check_drafter, pairing_name
 from specchat.core.gguf.split_names import model_part_names
 from specchat.core.hub.client import HubClient
 from specchat.core.placement.memory_plan import (
@@ -142,17 +143,35 @@ class PairVerdict:
         return self.result.ok
 
     @property
+    def pairing(self) -> str:
+        """What the draft is to the target: "draft model", "MTP head (sidecar)", "assistant"."""
+        return pairing_name(self.draft)
+
+    @property
+    def sidecar(self) -> bool:
+        return drafter_kind(self.draft) in (DrafterKind.MTP, DrafterKind.ASSISTANT)
+
+    @property
     def warnings(self) -> tuple[str, ...]:
         """Reasons the pair, though compatible, will not pay (a draft larger than its target),
-        and what else the target offers (built-in MTP layers, which llama-server runs)."""
+        and what else the target offers (built-in MTP layers)."""
         found = [
-            draft_size_warning(self.target, self.draft) if self.result.ok else None,
+            draft_size_warning(self.target, self.draft)
+            if self.result.ok and not self.sidecar
+            else None,
             target_note(self.target),
         ]
         return tuple(w for w in found if w)
 
     @property
     def message(self) -> str:
+        if self.sidecar:
+            what = f"the {self.pairing}"
+            if self.result.ok:
+                return f"{what} fits the target: pairing: {self.result.message}"
+            return f"{what} does not fit the target: check '{self.result.check}' failed: " + (
+                self.result.message
+            )
         if self.result.ok:
             return f"the draft fits the target: {self.result.message}"
         return f"the draft does not fit the target: check '{self.result.check}' failed: " + (
@@ -167,7 +186,7 @@ def check_pair(target: ModelRef, draft: ModelRef, hub: HubClient | None = None) 
     """
     t_info, t_read = load_header(target, hub)
     d_info, d_read = load_header(draft, hub)
-    return PairVerdict(t_info, d_info, check_draft_compat(t_info, d_info), t_read + d_read)
+    return PairVerdict(t_info, d_info, check_drafter(t_info, d_info), t_read + d_read)
 
 
 @dataclass(frozen=True)
@@ -221,7 +240,7 @@ def inspect_pair(
     verdict: PairVerdict | None = None
     if draft is not None:
         d_info, d_read = load_header(draft, hub)
-        verdict = PairVerdict(t_info, d_info, check_draft_compat(t_info, d_info), t_read + d_read)
+        verdict = PairVerdict(t_info, d_info, check_drafter(t_info, d_info), t_read + d_read)
 
     def weights(ref: ModelRef, info: GGUFInfo, size: int | None) -> int | None:
         if size is None and isinstance(ref, LocalRef):

@@ -3,10 +3,12 @@ models of its family, from the catalog and the Hub), and which file of a repo to
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from specchat.core.gguf.drafters import DrafterKind, Support, speculation_support
 from specchat.core.gguf.split_names import split_part
 from specchat.core.hub.client import HubClient
 from specchat.core.hub.values import HubError, RemoteFile, RemoteModel, RepoSummary, parse_quant
@@ -23,6 +25,7 @@ __all__ = [
     "pick_model",
     "recommended_pairs",
     "pair_for_device",
+    "pair_need_gb",
     "repo_hint",
     "suggest_drafts",
 ]
@@ -32,7 +35,7 @@ __all__ = [
 class RecommendedPair:
     pair: CatalogPair
     target: CatalogModel
-    draft: CatalogModel
+    draft: CatalogModel | None  # None: the target carries its drafter (built-in MTP)
     target_installed: bool
     draft_installed: bool
 
@@ -42,10 +45,28 @@ class RecommendedPair:
 
     @property
     def label(self) -> str:
-        """ "Qwen2.5-Coder-1.5B-Instruct Q4_K_M + 0.5B draft (default)"."""
+        """ "Qwen2.5-Coder-1.5B-Instruct Q4_K_M + 0.5B draft (default)", "… + MTP head
+        (sidecar)", "… + assistant"."""
         name = re.sub(r"[-_.]gguf$", "", self.target.repo.rsplit("/", 1)[-1], flags=re.I)
         mark = " (default)" if self.pair.default else ""
-        return f"{name} {self.target.quant} + {self.draft.params} draft{mark}"
+        if self.pair.drafter == "draft" and self.draft is not None:
+            return f"{name} {self.target.quant} + {self.draft.params} draft{mark}"
+        return f"{name} {self.target.quant} + {self.pair.drafter_label}{mark}"
+
+    @property
+    def support(self) -> Support:
+        """The catalog row's speed-up label (with the hybrid note where it applies)."""
+        kinds = {"mtp": DrafterKind.MTP, "assistant": DrafterKind.ASSISTANT}
+        draft = self.draft
+        return speculation_support(
+            None,
+            name=self.target.file,
+            architecture=self.target.architecture or "",
+            sidecar=kinds.get(self.pair.drafter),
+            sidecar_name=draft.file if draft is not None else "",
+            catalog_draft=draft.label if draft is not None and self.pair.drafter == "draft" else "",
+            builtin_mtp=self.pair.drafter == "mtp-builtin",
+        )
 
 
 def catalog_remote(model: CatalogModel) -> RemoteModel:
@@ -73,14 +94,14 @@ def recommended_pairs(catalog: Catalog, store: ModelStore | None = None) -> list
     """The catalog's pairs, the default first, with what is already in the store."""
     out: list[RecommendedPair] = []
     for pair in catalog.pairs:
-        target, draft = catalog.pair_models(pair)
+        target, draft = catalog.pair_files(pair)
         out.append(
             RecommendedPair(
                 pair,
                 target,
                 draft,
                 store is not None and store.has(target),
-                store is not None and store.has(draft),
+                draft is None or (store is not None and store.has(draft)),
             )
         )
     return sorted(out, key=lambda p: not p.pair.default)
@@ -94,19 +115,60 @@ class PairForDevice:
     reason: str
 
 
-def pair_for_device(catalog: Catalog, *, offload: bool, vram_free: int | None) -> PairForDevice:
-    """The largest catalog pair whose ``vram_gb`` fits the GPU's free memory (bytes, as
-    llama.cpp reports it); the default pair when there is no usable GPU or nothing fits."""
+KV_ALLOWANCE_GB = 1.5  # KV cache at 4,096 tokens and compute buffers, where not measured
+CPU_RAM_SHARE = 0.25  # a CPU pair's files may fill this share of the available memory
+
+
+def pair_need_gb(catalog: Catalog, pair: CatalogPair) -> float | None:
+    """GPU memory the pair needs whole at 4,096 tokens: its ``vram_gb``, else its files' size
+    plus :data:`KV_ALLOWANCE_GB` once the sizes are known (catalog.toml's header), else None."""
+    if pair.vram_gb is not None:
+        return pair.vram_gb
+    size = catalog.pair_bytes(pair)
+    if size is None:
+        return None
+    return math.ceil((size / 1e9 + KV_ALLOWANCE_GB) * 10) / 10
+
+
+def _cpu_pair(catalog: Catalog, ram_available: int | None) -> PairForDevice:
+    default = catalog.default_pair()
+    if ram_available is None:
+        return PairForDevice(default, "no GPU llama.cpp can use here: the small default pair")
+    fitting = []
+    for i, p in enumerate(catalog.pairs):
+        size = catalog.pair_bytes(p)
+        if (p.cpu or p.default) and size is not None and size <= CPU_RAM_SHARE * ram_available:
+            fitting.append((size, -i, p))
+    ram = f"{ram_available / 1e9:.1f} GB of memory available"
+    if not fitting:
+        return PairForDevice(default, f"no GPU, {ram}: the small default pair")
+    size, _, best = max(fitting, key=lambda t: (t[0], t[1]))
+    return PairForDevice(
+        best, f"no GPU: the largest pair that runs well on a CPU ({size / 1e9:.1f} GB, {ram})"
+    )
+
+
+def pair_for_device(
+    catalog: Catalog,
+    *,
+    offload: bool,
+    vram_free: int | None,
+    ram_available: int | None = None,
+) -> PairForDevice:
+    """The largest catalog pair whose GPU memory need (:func:`pair_need_gb`) fits the GPU's
+    free memory (bytes, as llama.cpp reports it); the default pair when nothing fits. Without
+    a usable GPU: the largest pair marked ``cpu`` whose files fill at most a quarter of
+    ``ram_available`` (the default pair when that is unknown)."""
     default = catalog.default_pair()
     if not offload:
-        return PairForDevice(default, "no GPU llama.cpp can use here: the small default pair")
+        return _cpu_pair(catalog, ram_available)
     if vram_free is None:
         return PairForDevice(default, "the GPU reports no free memory: the default pair")
-    fitting = [
-        (p.vram_gb, -i, p)
-        for i, p in enumerate(catalog.pairs)
-        if p.vram_gb is not None and p.vram_gb * 1e9 <= vram_free
-    ]
+    fitting = []
+    for i, p in enumerate(catalog.pairs):
+        need = pair_need_gb(catalog, p)
+        if need is not None and need * 1e9 <= vram_free:
+            fitting.append((need, -i, p))
     free = f"{vram_free / 1e9:.1f} GB free on the GPU"
     if not fitting:
         return PairForDevice(default, f"no pair fits whole ({free}): the default pair")

@@ -62,6 +62,7 @@ class CatalogModel:
     sha256: str | None = None  # lowercase hex, only where verified
     pypi: PypiChunks | None = None
     size_gb: float | None = None  # approximate size (10^9 bytes) as the Hub lists it
+    architecture: str | None = None  # general.architecture, where known (hybrid models)
 
     @property
     def approx_bytes(self) -> int | None:
@@ -76,14 +77,29 @@ class CatalogModel:
         return f"{self.family} {self.params} {self.quant}"
 
 
+DRAFTERS = ("draft", "mtp", "assistant", "mtp-builtin")
+DRAFTER_LABELS = {
+    "draft": "draft model",
+    "mtp": "MTP head (sidecar)",
+    "assistant": "assistant",
+    "mtp-builtin": "MTP head (built in)",
+}
+
+
 @dataclass(frozen=True)
 class CatalogPair:
     id: str
     target: str  # model id
-    draft: str  # model id
+    draft: str | None  # model id (None: the drafter is built into the target)
     default: bool = False
     note: str = ""
     vram_gb: float | None = None  # GPU memory for both models whole at 4,096 tokens (GB)
+    drafter: str = "draft"  # one of DRAFTERS: what the draft file is to the target
+    cpu: bool = False  # runs well on a CPU alone
+
+    @property
+    def drafter_label(self) -> str:
+        return DRAFTER_LABELS[self.drafter]
 
 
 @dataclass(frozen=True)
@@ -109,8 +125,21 @@ class Catalog:
         return next(p for p in self.pairs if p.default)
 
     def pair_models(self, pair: CatalogPair) -> tuple[CatalogModel, CatalogModel]:
-        """(target, draft) of a pair."""
-        return self.model(pair.target), self.model(pair.draft)
+        """(target, draft) of a pair that has a draft file (every pair but built-in MTP ones;
+        the default pair always has one). Raises KeyError for a pair without a draft file."""
+        target, draft = self.pair_files(pair)
+        if draft is None:
+            raise KeyError(f"pair {pair.id!r} has no draft file: its target carries its drafter")
+        return target, draft
+
+    def pair_files(self, pair: CatalogPair) -> tuple[CatalogModel, CatalogModel | None]:
+        """(target, draft file) of any pair (draft None: the target carries its drafter)."""
+        return self.model(pair.target), self.model(pair.draft) if pair.draft else None
+
+    def pair_bytes(self, pair: CatalogPair) -> int | None:
+        """Bytes of the pair's files (None while a size is unknown)."""
+        sizes = [m.approx_bytes if m else 0 for m in self.pair_files(pair)]
+        return None if None in sizes else sum(s or 0 for s in sizes)
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,10 +197,10 @@ def load_catalog(path: Path | None = None) -> Catalog:
 # --------------------------------------------------------------------------------------------
 
 _MODEL_REQUIRED = ("id", "repo", "file", "family", "params", "quant", "context_length")
-_MODEL_OPTIONAL = ("size", "sha256", "pypi", "size_gb")
+_MODEL_OPTIONAL = ("size", "sha256", "pypi", "size_gb", "architecture")
 _PYPI_KEYS = ("packages", "parts", "version")
-_PAIR_REQUIRED = ("id", "target", "draft", "note")
-_PAIR_OPTIONAL = ("default", "vram_gb")
+_PAIR_REQUIRED = ("id", "target", "note")
+_PAIR_OPTIONAL = ("default", "vram_gb", "draft", "drafter", "cpu")
 
 
 def _check_keys(
@@ -258,6 +287,7 @@ def _parse_model(entry: Any, index: int) -> CatalogModel:
         sha256=sha256,
         pypi=pypi,
         size_gb=size_gb,
+        architecture=_str(entry, "architecture", where) if "architecture" in entry else None,
     )
 
 
@@ -267,26 +297,40 @@ def _parse_pair(entry: Any, index: int, models: Mapping[str, CatalogModel]) -> C
         where = f"pairs[{index}] ({entry['id']!r})"
     entry = _check_keys(entry, where, _PAIR_REQUIRED, _PAIR_OPTIONAL)
     default = entry.get("default", False)
-    if not isinstance(default, bool):
-        raise ValueError(f"{where}: 'default' must be true or false")
+    cpu = entry.get("cpu", False)
+    for key, value in (("default", default), ("cpu", cpu)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: {key!r} must be true or false")
+    drafter = entry.get("drafter", "draft")
+    if drafter not in DRAFTERS:
+        raise ValueError(
+            f"{where}: 'drafter' must be one of {', '.join(DRAFTERS)}, not {drafter!r}"
+        )
+    if (drafter == "mtp-builtin") == ("draft" in entry):
+        raise ValueError(
+            f"{where}: a pair names its 'draft' file unless its drafter is 'mtp-builtin'"
+        )
     note = entry["note"]
     if not isinstance(note, str):
         raise ValueError(f"{where}: 'note' must be a string")
     pair = CatalogPair(
         id=_str(entry, "id", where),
         target=_str(entry, "target", where),
-        draft=_str(entry, "draft", where),
+        draft=_str(entry, "draft", where) if "draft" in entry else None,
         default=default,
         note=note.strip(),
         vram_gb=_pos_float(entry, "vram_gb", where),
+        drafter=drafter,
+        cpu=cpu,
     )
     for role in ("target", "draft"):
         ref = getattr(pair, role)
-        if ref not in models:
+        if ref is not None and ref not in models:
             raise ValueError(f"{where}: {role} {ref!r} is not a model id in this catalog")
     if pair.target == pair.draft:
         raise ValueError(f"{where}: target and draft are the same model")
-    sizes = [models[pair.target].approx_bytes, models[pair.draft].approx_bytes]
+    sizes = [models[pair.target].approx_bytes]
+    sizes += [models[pair.draft].approx_bytes] if pair.draft else []
     if pair.vram_gb is not None and None not in sizes:
         weights = sum(s for s in sizes if s is not None) / 1e9
         if pair.vram_gb < weights:
@@ -330,6 +374,8 @@ def parse_catalog(data: Mapping[str, Any], origin: str = "<catalog>") -> Catalog
             pairs.append(p)
 
         defaults = [p.id for p in pairs if p.default]
+        if any(p.default and p.drafter != "draft" for p in pairs):
+            raise ValueError("the default pair must be a target with a draft model")
         if len(defaults) != 1:
             found = ", ".join(repr(d) for d in defaults) if defaults else "none"
             raise ValueError(
