@@ -140,11 +140,13 @@ def _cpu_pair(catalog: Catalog, ram_available: int | None) -> PairForDevice:
         if (p.cpu or p.default) and size is not None and size <= CPU_RAM_SHARE * ram_available:
             fitting.append((size, -i, p))
     ram = f"{ram_available / 1e9:.1f} GB of memory available"
-    if not fitting:
-        return PairForDevice(default, f"no GPU, {ram}: the small default pair")
     size, _, best = max(fitting, key=lambda t: (t[0], t[1]))
+    if best.default:
+        return PairForDevice(best, f"no GPU llama.cpp can use here, {ram}: the small default pair")
     return PairForDevice(
-        best, f"no GPU: the largest pair that runs well on a CPU ({size / 1e9:.1f} GB, {ram})"
+        best,
+        f"no GPU llama.cpp can use here: the largest pair that runs well on a CPU "
+        f"({size / 1e9:.1f} GB of files, {ram})",
     )
 
 
