@@ -1,4 +1,5 @@
-"""A real CPU load for tests: busy-loop subprocesses, each spinning one core, bounded in time."""
+"""CPU load for tests: busy-loop subprocesses, each spinning one core, bounded in time; and
+scripted counters for the meters, so a test judges only the load it describes."""
 
 from __future__ import annotations
 
@@ -45,27 +46,50 @@ def loops_over(share: float) -> int:
 
 class BusyLoop:
     """`start()` launches `count` Python processes that each spin one CPU for at most
-    `seconds`; `stop()` kills them (also on exit from a `with` block). Restartable."""
+    `seconds`; `stop()` kills them (also on exit from a `with` block). Restartable.
+    `detached`: the loops are not this process's children (started through a shell that exits
+    at once), so a meter counts them as another program's; otherwise they are ours."""
 
-    def __init__(self, count: int = 1, seconds: float = 120.0) -> None:
+    def __init__(self, count: int = 1, seconds: float = 120.0, detached: bool = False) -> None:
         self.count = count
         self.seconds = seconds
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.detached = detached
+        self.procs: list[psutil.Process] = []
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
+    def _launch(self, code: str) -> psutil.Process:
+        if not self.detached:
+            return psutil.Process(subprocess.Popen([sys.executable, "-c", code]).pid)
+        shell = 'nohup "$0" -c "$1" >/dev/null 2>&1 & echo $!'
+        out = subprocess.run(
+            ["sh", "-c", shell, sys.executable, code], capture_output=True, text=True, check=True
+        )
+        return psutil.Process(int(out.stdout.split()[-1]))
+
     def start(self) -> None:
         code = LOOP.format(s=self.seconds)
         while len(self.procs) < self.count:
-            self.procs.append(subprocess.Popen([sys.executable, "-c", code]))
+            self.procs.append(self._launch(code))
+
+    def cpu_s(self) -> float:
+        """CPU seconds the loops have used so far (those still running)."""
+        total = 0.0
+        for p in self.procs:
+            with suppress(psutil.Error):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
 
     def stop(self) -> None:
         for p in self.procs:
-            p.kill()
+            with suppress(psutil.Error):
+                p.kill()
         for p in self.procs:
-            p.wait(30)
+            with suppress(psutil.Error):
+                p.wait(30)
         self.procs = []
 
     def __enter__(self) -> BusyLoop:
@@ -74,3 +98,25 @@ class BusyLoop:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ScriptedCpu:
+    """Counters for busy.CpuMeter and busy.OthersBetween whose readings the test writes: a
+    clock that moves only when `run` says so, and the CPU time other programs and this process
+    used meanwhile. A meter fed by it judges exactly the load the test describes, whatever else
+    the machine is doing."""
+
+    def __init__(self, cpus: int = 2) -> None:
+        self.cpus = cpus
+        self.now = 0.0
+        self.busy = 0.0  # the machine's busy CPU seconds
+        self.ours = 0.0  # this process's (and its children's)
+
+    def run(self, seconds: float, others: float = 0.0, ours: float = 0.0) -> None:
+        """`seconds` pass while other programs keep `others` CPUs busy and we keep `ours`."""
+        self.now += seconds
+        self.busy += (others + ours) * seconds
+        self.ours += ours * seconds
+
+    def read(self) -> tuple[float, float, float]:
+        return self.now, self.busy, self.ours

@@ -1,10 +1,11 @@
-"""Fewer decode threads beside a program that keeps a CPU busy, all of them again once it stops.
+"""Fewer decode threads beside a program that keeps a CPU busy *now*, all of them again once it
+stops, and never for this process's own children.
 
-The rule (machine/busy.threads_beside) on figures measured on the 2-core machine it was written
-on; then the shared default pair with a real busy loop (tests/busyload.py) before and during a
-reply: that reply decodes with a thread fewer, in llama.cpp's context too, and says so; the
-reply after the loop stopped has every thread again. Not a timing test: what is checked is how
-many threads the models decode with, which the engine reads from the CPU counters."""
+The rule (machine/busy.threads_beside) on measured figures; the meter's window on readings the
+test writes (tests/busyload.ScriptedCpu), so the verdict is the load the test describes and not
+what else the machine is doing; the operating system's counters against loops the test starts
+itself, judged only by what those loops used; and the shared default pair fed a scripted load:
+the reply decodes with a thread fewer, in llama.cpp's context too, and says so."""
 
 from __future__ import annotations
 
@@ -12,10 +13,19 @@ import time
 
 import llama_cpp
 import pytest
-from busyload import BusyLoop, background_build_paused
+from busyload import BusyLoop, ScriptedCpu
 
-from specchat.core.machine.busy import IDLE_S, OthersBetween, threads_beside
+from specchat.core.machine.busy import (
+    IDLE_S,
+    SAMPLE_S,
+    WINDOW_S,
+    CpuMeter,
+    OthersBetween,
+    threads_beside,
+)
 from specchat.core.types import GenerationParams, GenerationStats, Mode
+
+TICK_S = 0.02  # the operating system counts CPU time in ticks of 10 ms: a reading's rounding
 
 
 def test_a_thread_goes_only_for_a_cpu_the_others_keep_fully_busy() -> None:
@@ -31,16 +41,97 @@ def test_a_thread_goes_only_for_a_cpu_the_others_keep_fully_busy() -> None:
     assert threads_beside(8.0, 8, 4) == 1
 
 
-def test_others_are_measured_between_marks_and_not_over_a_short_gap() -> None:
-    meter = OthersBetween()
-    assert meter.cores() is None  # no mark yet
-    meter.mark()
-    assert meter.cores() is None  # too short a gap to tell
-    with background_build_paused(), BusyLoop(count=1, seconds=30):
+def _sampled(meter: OthersBetween, cpu: ScriptedCpu, seconds: float, others: float) -> None:
+    """`seconds` of a load of `others` CPUs, read every SAMPLE_S as the meter's thread does."""
+    for _ in range(round(seconds / SAMPLE_S)):
+        cpu.run(SAMPLE_S, others=others)
         meter.mark()
-        time.sleep(3 * IDLE_S)
-        busy = meter.cores()
-    assert busy is not None and busy >= 0.85, busy  # the loop kept a CPU busy
+
+
+def test_the_load_of_the_last_half_second_counts_not_a_burst_that_ended() -> None:
+    cpu = ScriptedCpu(cpus=2)
+    meter = OthersBetween(cpu, watch=False)
+    assert meter.cores() is None  # no reading yet
+    cpu.run(SAMPLE_S, others=2.0)
+    assert SAMPLE_S < IDLE_S and meter.cores() is None  # too short a window to tell
+    _sampled(meter, cpu, 3.0, others=2.0)  # a build, or a benchmark's peer, on both CPUs
+    assert meter.cores() == pytest.approx(2.0)
+    _sampled(meter, cpu, 0.75, others=0.0)  # it ended three readings ago
+    quiet = meter.cores()
+    assert quiet == pytest.approx(0.0)  # since the burst began, others used 1.6 CPUs
+    assert threads_beside(quiet, 2, 2) == 2
+    # a program that keeps one CPU busy now costs a thread, whatever came before it
+    _sampled(meter, cpu, 1.0, others=1.0)
+    busy = meter.cores()
+    assert busy == pytest.approx(1.0) and threads_beside(busy, 2, 2) == 1
+    # a load that began a moment ago is less than a full core of the window (the next look
+    # during the reply, half a second later, sees it whole)
+    _sampled(meter, cpu, 1.0, others=0.0)
+    cpu.run(0.1, others=1.0)
+    assert meter.cores() == pytest.approx(0.1 / (WINDOW_S + 0.1))
+    # our own work is never the others'
+    _sampled(meter, cpu, 1.0, others=0.0)
+    cpu.run(0.5, ours=2.0)
+    assert meter.cores() == pytest.approx(0.0)
+
+
+class _Reads(ScriptedCpu):
+    """A scripted machine that counts how often it was read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def read(self) -> tuple[float, float, float]:
+        self.reads += 1
+        return super().read()
+
+
+def test_the_meters_thread_reads_while_it_lives_and_stops_when_closed() -> None:
+    cpu = _Reads()
+    meter = OthersBetween(cpu)  # with its thread
+    deadline = time.monotonic() + 60.0
+    while cpu.reads < 3 and time.monotonic() < deadline:
+        time.sleep(SAMPLE_S)
+    assert cpu.reads >= 3  # nobody called mark() or cores(): the thread read
+    meter.close()
+    time.sleep(SAMPLE_S)  # a read in progress when close() came may still finish
+    closed = cpu.reads
+    time.sleep(4 * SAMPLE_S)
+    assert cpu.reads == closed
+
+
+def _spent_inside(meter: CpuMeter, loops: BusyLoop, least_s: float) -> float:
+    """Run `meter` until the loops have used `least_s` CPU seconds inside it; returns what they
+    used from just after it started to just before it ended (at most what they used in it)."""
+    with meter:
+        inner0 = loops.cpu_s()
+        deadline = time.monotonic() + 120.0
+        while loops.cpu_s() - inner0 < least_s and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return loops.cpu_s() - inner0
+
+
+def test_another_programs_loop_is_counted_as_others_and_named() -> None:
+    with BusyLoop(count=1, seconds=180, detached=True) as loops:
+        pid = loops.pids[0]
+        inner = _spent_inside(meter := CpuMeter(), loops, 0.5)
+    use = meter.use
+    assert use is not None and inner >= 0.5
+    assert use.others_s >= inner - TICK_S  # all it used is others' time, whatever else ran
+    assert f"(pid {pid})" in " ".join(name for name, _ in use.top)
+
+
+def test_a_child_process_of_ours_is_never_others() -> None:
+    """A benchmark's llama-server peer is its child: its CPU time is ours, not another
+    program's (it made SpecChat's next reply start with a thread fewer)."""
+    with BusyLoop(count=1, seconds=180) as loops:
+        pid = loops.pids[0]
+        inner = _spent_inside(meter := CpuMeter(), loops, 0.5)
+    use = meter.use
+    assert use is not None and inner >= 0.5
+    assert inner - TICK_S <= use.own_s  # this process idled: the child's time is ours
+    assert f"(pid {pid})" not in " ".join(name for name, _ in use.top)
 
 
 def _reply(engine, mode: Mode = Mode.OFF) -> GenerationStats:
@@ -49,22 +140,22 @@ def _reply(engine, mode: Mode = Mode.OFF) -> GenerationStats:
     return events[-1].stats
 
 
-def test_a_busy_cpu_takes_a_thread_away_until_it_is_free(engine) -> None:
+def test_a_busy_cpu_takes_a_thread_away_until_it_is_free(engine, monkeypatch) -> None:
     wanted = engine.target.n_threads
     if wanted < 2:
         pytest.skip("one thread: none to take away")
-    loops = OthersBetween().cpus - wanted + 1  # one on a 2-CPU machine
+    cpu = ScriptedCpu(cpus=wanted)  # no spare CPU: a fully busy one meets our threads
+    meter = OthersBetween(cpu, watch=False)
+    monkeypatch.setattr(engine, "_others", meter)
     ctx = engine.target._ctx_ptr
     try:
-        with background_build_paused():
-            _reply(engine)
-            with BusyLoop(count=loops, seconds=60):
-                time.sleep(3 * IDLE_S)
-                busy = _reply(engine, Mode.DRAFT)
-                in_llama = llama_cpp.llama_n_threads(ctx)
-                draft_threads = engine.draft.threads
-            time.sleep(3 * IDLE_S)
-            quiet = _reply(engine)
+        meter.mark()
+        _sampled(meter, cpu, 1.0, others=1.0)
+        busy = _reply(engine, Mode.DRAFT)
+        in_llama = llama_cpp.llama_n_threads(ctx)
+        draft_threads = engine.draft.threads
+        _sampled(meter, cpu, 1.0, others=0.0)
+        quiet = _reply(engine)
     finally:
         for rt in (engine.target, engine.draft):
             rt.use_threads(rt.n_threads)  # whatever happened, the next test gets every thread
@@ -75,15 +166,15 @@ def test_a_busy_cpu_takes_a_thread_away_until_it_is_free(engine) -> None:
     assert llama_cpp.llama_n_threads(ctx) == wanted
 
 
-def test_threads_stay_as_loaded_when_fitting_is_off(engine) -> None:
+def test_threads_stay_as_loaded_when_fitting_is_off(engine, monkeypatch) -> None:
     wanted = engine.target.n_threads
     if wanted < 2:
         pytest.skip("one thread: none to take away")
-    engine.fit_threads = False
-    try:
-        with background_build_paused(), BusyLoop(count=OthersBetween().cpus - wanted + 1):
-            time.sleep(3 * IDLE_S)
-            busy = _reply(engine)
-    finally:
-        engine.fit_threads = True
+    cpu = ScriptedCpu(cpus=wanted)
+    meter = OthersBetween(cpu, watch=False)
+    monkeypatch.setattr(engine, "_others", meter)
+    monkeypatch.setattr(engine, "fit_threads", False)
+    meter.mark()
+    _sampled(meter, cpu, 1.0, others=float(wanted))
+    busy = _reply(engine)
     assert (busy.threads, busy.threads_note) == (wanted, "")
