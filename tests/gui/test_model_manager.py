@@ -230,8 +230,9 @@ def test_cancel_then_resume(
     no_qthreads_left: None, qtbot: Any, make_dialog: Any, hub: FakeHub, store: ModelStore
 ) -> None:
     dlg = make_dialog()
-    hub.hold_after(BIG, TARGET, 1 << 20)
     search_and_pick(qtbot, dlg, "tiny-coder", BIG, TARGET)
+    wait_idle(qtbot, dlg)  # the listing read the GGUF header (a ranged GET) before this fault
+    hub.hold_after(BIG, TARGET, 1 << 20)
     qtbot.mouseClick(dlg.hub_tab.download_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: done_bytes(dlg, TARGET) >= 1 << 20, timeout=WAIT_MS)
     assert dlg.installed.selected_key() == TARGET and dlg.installed.cancel_button.isEnabled()
@@ -257,8 +258,9 @@ def test_partial_download_survives_a_restart(
     no_qthreads_left: None, qtbot: Any, make_dialog: Any, hub: FakeHub, store: ModelStore
 ) -> None:
     first = make_dialog()
-    hub.hold_after(BIG, TARGET, 1 << 20)
     search_and_pick(qtbot, first, "tiny-coder", BIG, TARGET)
+    wait_idle(qtbot, first)  # the listing read the GGUF header (a ranged GET) before this fault
+    hub.hold_after(BIG, TARGET, 1 << 20)
     first.download(first.hub_tab.selected_remote())  # type: ignore[arg-type]
     qtbot.waitUntil(lambda: done_bytes(first, TARGET) >= 1 << 20, timeout=WAIT_MS)
     first.shutdown()  # the application quits: the download is cancelled, its bytes kept

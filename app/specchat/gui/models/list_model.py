@@ -8,7 +8,7 @@ which run on the GUI thread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,10 @@ from PySide6.QtWidgets import (
 )
 
 from specchat.core.fetch.hub_download import DownloadProgress
+from specchat.core.gguf.drafters import Support
+from specchat.core.gguf.info import GGUFInfo
 from specchat.core.hub.client import RemoteModel, parse_quant
+from specchat.core.placement.store_pairs import link_installed
 from specchat.core.store.store import InstalledModel, ModelStore, PartialDownload
 from specchat.core.units import format_bytes, format_duration
 
@@ -61,6 +64,17 @@ class ModelEntry:
     source: RemoteModel | str | None = None  # what to (re)download: listing or "repo/file"
     message: str = ""
     stage: str = ""  # of a running download: connect, download, retry, verify, done
+    info: GGUFInfo | None = field(default=None, repr=False, compare=False)  # installed ones
+    support: Support | None = None  # what speeds it up (installed models)
+    partner: str | None = None  # its drafter file, or a drafter's target
+
+    @property
+    def support_text(self) -> str:
+        if self.support is None:
+            return ""
+        if self.partner and self.support.speculates:
+            return f"{self.support.label}: {self.partner}"
+        return self.support.label
 
     @property
     def fraction(self) -> float | None:
@@ -105,6 +119,7 @@ def entry_from_installed(m: InstalledModel) -> ModelEntry:
         context_length=m.context_length,
         vocab_size=m.vocab_size,
         message=m.error or "",
+        info=m.info,
     )
 
 
@@ -115,8 +130,9 @@ def entry_from_partial(p: PartialDownload) -> ModelEntry:
 class ModelListModel(QAbstractTableModel):
     """Installed models and downloads, one row each, keyed by store file name."""
 
-    COLUMNS = ("Model", "Quant", "Size", "Status")
+    COLUMNS = ("Model", "Quant", "Size", "Status", "Speeds up with")
     STATUS_COLUMN = 3
+    SUPPORT_COLUMN = 4
     EntryRole = Qt.ItemDataRole.UserRole + 1
     KeyRole = Qt.ItemDataRole.UserRole + 2
     StateRole = Qt.ItemDataRole.UserRole + 3
@@ -156,8 +172,11 @@ class ModelListModel(QAbstractTableModel):
         if role == self.ProgressRole:
             return e.fraction
         if role == Qt.ItemDataRole.DisplayRole:
-            return (e.key, e.quant or "", format_bytes(e.total), e.status_text)[index.column()]
+            texts = (e.key, e.quant or "", format_bytes(e.total), e.status_text, e.support_text)
+            return texts[index.column()]
         if role == Qt.ItemDataRole.ToolTipRole:
+            if index.column() == self.SUPPORT_COLUMN and e.support is not None:
+                return e.support.tooltip
             return e.message or str(e.path or e.key)
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() == 2:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -196,8 +215,30 @@ class ModelListModel(QAbstractTableModel):
             if key not in keys:
                 rows.append(e)
         self.beginResetModel()
-        self._rows = sorted(rows, key=lambda e: e.key.lower())
+        self._rows = self._linked(sorted(rows, key=lambda e: e.key.lower()))
         self.endResetModel()
+
+    @staticmethod
+    def _linked(rows: list[ModelEntry]) -> list[ModelEntry]:
+        """Rows with their speed-up labels, installed targets paired with the installed MTP
+        sidecar or assistant that fits them (core/placement/store_pairs.py)."""
+        installed = [(e.key, e.info) for e in rows if e.state == INSTALLED and e.info is not None]
+        links = link_installed(installed)
+        out = []
+        for e in rows:
+            link = links.get(e.key)
+            if link is not None:
+                e = replace(e, support=link.support, partner=link.partner)
+            out.append(e)
+        return out
+
+    def _relink(self) -> None:
+        new = self._linked(self._rows)
+        for row, (old, e) in enumerate(zip(self._rows, new, strict=True)):
+            if (old.support, old.partner) != (e.support, e.partner):
+                self._rows[row] = e
+                index = self.index(row, self.SUPPORT_COLUMN)
+                self.dataChanged.emit(index, index)
 
     def put(self, entry: ModelEntry) -> None:
         """Insert or replace the row with ``entry.key``."""
@@ -207,9 +248,11 @@ class ModelListModel(QAbstractTableModel):
             self.beginInsertRows(QModelIndex(), row, row)
             self._rows.append(entry)
             self.endInsertRows()
-            return
-        self._rows[row] = entry
-        self.dataChanged.emit(self.index(row, 0), self.index(row, len(self.COLUMNS) - 1))
+        else:
+            self._rows[row] = entry
+            self.dataChanged.emit(self.index(row, 0), self.index(row, len(self.COLUMNS) - 1))
+        if entry.state == INSTALLED:
+            self._relink()
 
     def remove(self, key: str) -> None:
         row = self.row_of(key)
@@ -217,6 +260,7 @@ class ModelListModel(QAbstractTableModel):
             self.beginRemoveRows(QModelIndex(), row, row)
             del self._rows[row]
             self.endRemoveRows()
+            self._relink()
 
     @Slot(object)
     def apply_progress(self, p: DownloadProgress) -> None:

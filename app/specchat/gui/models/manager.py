@@ -15,6 +15,7 @@ from PySide6.QtCore import QCoreApplication, QThread, Signal, Slot
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTabWidget, QVBoxLayout, QWidget
 
+from specchat.core.fetch.catalog_refresh import catalog_with_refresh
 from specchat.core.fetch.hub_download import Downloader
 from specchat.core.hub.client import HubClient, RemoteModel
 from specchat.core.placement.memory_plan import MachineMemory, machine_memory
@@ -22,7 +23,7 @@ from specchat.core.store.catalog import Catalog, load_catalog
 from specchat.core.store.store import ModelStore
 from specchat.gui.models.hub_tab import HubTab
 from specchat.gui.models.installed_tab import InstalledTab
-from specchat.gui.models.list_model import ModelListModel
+from specchat.gui.models.list_model import DOWNLOADING, INSTALLED, ModelListModel
 from specchat.gui.models.pair_box import PairBox
 from specchat.gui.models.pairs_tab import RecommendedPairsTab
 from specchat.gui.threads.downloads import DownloadManager
@@ -50,7 +51,7 @@ class ModelManagerDialog(QDialog):
         self.resize(980, 720)
         self.store = store or ModelStore()
         self.hub = hub or HubClient()
-        self.catalog = catalog or load_catalog()
+        self.catalog = catalog or catalog_with_refresh(self.store, load_catalog())
         self.machine: MachineMemory = machine_memory(probe_gpu=False)
         self.models = ModelListModel(self)
         downloader = downloader or Downloader(self.store, self.hub, catalog=self.catalog)
@@ -61,7 +62,8 @@ class ModelManagerDialog(QDialog):
             return self.machine
 
         self.installed = InstalledTab(self.models, self.downloads, self.store, self.tasks)
-        self.hub_tab = HubTab(self.hub, self.tasks, machine)
+        self.hub_tab = HubTab(self.hub, self.tasks, machine, catalog=self.catalog)
+        self._after_drafter: dict[str, RemoteModel] = {}  # drafter key -> target to fetch next
         self.recommended = RecommendedPairsTab(self.catalog, self.store)
         self.pair_box = PairBox(
             self.models, self.store, self.hub, self.catalog, self.tasks, machine
@@ -82,6 +84,8 @@ class ModelManagerDialog(QDialog):
         self.hub_tab.targetChosen.connect(self.pair_box.set_target)
         self.hub_tab.draftChosen.connect(self.pair_box.set_draft)
         self.hub_tab.downloadRequested.connect(self.download)
+        self.hub_tab.pairDownloadRequested.connect(self.download_pair)
+        self.downloads.changed.connect(self._drafter_done)
         self.recommended.chosen.connect(self.pair_box.set_pair)
         self.pair_box.downloadRequested.connect(self.download)
         self.pair_box.pairChosen.connect(self.pairChosen)
@@ -121,6 +125,33 @@ class ModelManagerDialog(QDialog):
     def _refresh_choosers(self) -> None:
         self.recommended.fill()
         self.pair_box.refresh()
+
+    def download_pair(self, target: RemoteModel, drafter: RemoteModel) -> str | None:
+        """Fetch a target with its drafter file: the drafter first (small; checked against the
+        target's header when the repo was listed), then the target once the drafter is
+        installed and verified. If the drafter fails, the target is not fetched."""
+        key = self.download(drafter)
+        if key is None:  # already installed (or shutting down): the target alone
+            return self.download(target)
+        self._after_drafter[key] = target
+        self.installed.status.setText(
+            f"Fetching {drafter.name} first, then {target.name} (one pair)"
+        )
+        return key
+
+    def _drafter_done(self) -> None:
+        for key, target in list(self._after_drafter.items()):
+            entry = self.models.entry(key)
+            if entry is not None and entry.state == DOWNLOADING:
+                continue
+            del self._after_drafter[key]
+            if entry is not None and entry.state == INSTALLED:
+                self.download(target)
+            else:
+                why = entry.message if entry is not None else "it was not installed"
+                self.installed.status.setText(
+                    f"{target.name} was not downloaded: its drafter {key} failed ({why})"
+                )
 
     def download(self, model: RemoteModel) -> str | None:
         """Start downloading ``model`` and show it in the installed list; returns its key."""

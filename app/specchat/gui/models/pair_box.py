@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from specchat.core.gguf.drafters import drafter_kind
 from specchat.core.hub.client import HubClient, RemoteModel
 from specchat.core.placement.memory_plan import MachineMemory
 from specchat.core.placement.pairing import (
@@ -113,6 +114,16 @@ class PairBox(QGroupBox):
         """Rebuild the target/draft lists from the model list, keeping Hub picks (a Hub pick
         that has been downloaded meanwhile becomes the installed file)."""
         installed = [e.path for e in self.models.installed() if e.path is not None]
+        # a drafter file (MTP sidecar, assistant) is never a target; a target with one
+        # installed next to it gets it as its draft
+        drafter_files = {
+            e.path for e in self.models.installed() if e.info is not None and drafter_kind(e.info)
+        }
+        partners = {
+            e.path: self.store.path_for(e.partner)
+            for e in self.models.installed()
+            if e.partner and e.path not in drafter_files and e.support and e.support.speculates
+        }
         old_target = self.target_combo.currentData()
         first_fill = old_target is None
         default = [self.store.path_for(m.file) for m in self._default_pair_models()]
@@ -131,6 +142,8 @@ class PairBox(QGroupBox):
             if none_text:
                 combo.addItem(none_text, None)
             for path in installed:
+                if combo is self.target_combo and path in drafter_files:
+                    continue
                 combo.addItem(f"{path.name} (installed)", path)
             for m in hub_items:
                 combo.addItem(f"{m.name} — {m.repo_id} (Hub)", m)
@@ -138,7 +151,10 @@ class PairBox(QGroupBox):
                 current = self.store.path_for(current.name)  # it has been downloaded
             combo.setCurrentIndex(max(0, find_data(combo, current)))
             combo.blockSignals(False)
-        if self.target_combo.currentData() != old_target:
+        target = self.target_combo.currentData()
+        if target != old_target:
+            if target in partners and self.draft_combo.currentData() is None:
+                self._choose(self.draft_combo, partners[target])
             self._suggest()
         self._pair_changed()
 

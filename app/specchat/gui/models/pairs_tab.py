@@ -7,7 +7,7 @@ from PySide6.QtWidgets import QListWidget, QListWidgetItem, QPushButton, QVBoxLa
 
 from specchat.core.placement.memory_plan import MachineMemory
 from specchat.core.placement.pairing import catalog_remote, recommended_pairs
-from specchat.core.placement.suggestions import PairForDevice, pair_for_device
+from specchat.core.placement.suggestions import PairForDevice, pair_for_device, pair_need_gb
 from specchat.core.store.catalog import Catalog
 from specchat.core.store.store import ModelStore
 from specchat.gui.widgets import button_row
@@ -32,7 +32,12 @@ class RecommendedPairsTab(QWidget):
     def set_machine(self, machine: MachineMemory) -> None:
         """Suggest the largest pair that fits this machine's GPU (listed first, selected)."""
         gpu = machine.vram_total is not None  # the backend lists a GPU: the build offloads
-        self.suggested = pair_for_device(self.catalog, offload=gpu, vram_free=machine.vram_free)
+        self.suggested = pair_for_device(
+            self.catalog,
+            offload=gpu,
+            vram_free=machine.vram_free,
+            ram_available=machine.ram_available,
+        )
         self.fill()
 
     def fill(self) -> None:
@@ -42,11 +47,14 @@ class RecommendedPairsTab(QWidget):
         recs.sort(key=lambda r: r.pair.id != best)  # stable: the rest keep their order
         for rec in recs:
             mark = "✓ installed" if rec.installed else "not installed"
-            vram = f" · {rec.pair.vram_gb:g} GB on a GPU" if rec.pair.vram_gb else ""
-            text = f"{rec.label} — {mark}{vram}\n{rec.pair.note}"
+            need = pair_need_gb(self.catalog, rec.pair)
+            vram = f" · {need:g} GB on a GPU" if need else " · GPU memory unknown"
+            support = rec.support
+            text = f"{rec.label} — {mark}{vram}\n[{support.label}] {rec.pair.note}"
             if self.suggested is not None and rec.pair.id == best:
                 text = f"★ Suggested for this machine ({self.suggested.reason})\n{text}"
             item = QListWidgetItem(text)
+            item.setToolTip(support.tooltip)
             item.setData(Qt.ItemDataRole.UserRole, rec)
             self.list.addItem(item)
         if best is not None and self.list.count():
@@ -56,4 +64,5 @@ class RecommendedPairsTab(QWidget):
         item = self.list.currentItem() or self.list.item(0)
         if item is not None:
             rec = item.data(Qt.ItemDataRole.UserRole)
-            self.chosen.emit(catalog_remote(rec.target), catalog_remote(rec.draft))
+            draft = catalog_remote(rec.draft) if rec.draft is not None else None
+            self.chosen.emit(catalog_remote(rec.target), draft)
