@@ -26,8 +26,7 @@ def main() -> int:
     os.environ["HF_HOME"] = str(work / "hf-home")
     os.environ.pop("HF_HUB_OFFLINE", None)
 
-    from fakehub import QWEN38, QWEN38_MTP, QWEN38_TARGET, FakeHub, add_2026_repos
-    from fakehub import write_2026_files
+    from fakehub import QWEN38, QWEN38_MTP, QWEN38_TARGET, FakeHub, add_2026_repos, write_2026_files
     from PySide6.QtWidgets import QApplication
 
     from specchat.core.fetch.hub_download import Downloader
