@@ -60,18 +60,22 @@ ROWS = (
     Row(
         "gpu",
         "NVIDIA H100 (CUDA)",
-        "default pair, random weights ¹",
+        "Qwen2.5-Coder 1.5B, random weights ¹",
         "gpu-h100-pair-random.md",
-        ("draft", "lookup", "auto"),
+        ("lookup", "auto"),
     ),
 )
 
 NOTES = {
-    "gpu": "¹ Copies of the default pair with random weights: real costs, but a text that repeats "
-    "itself, so lookup's figures there are what a long copy reaches, not what real text gives.",
+    "gpu": "¹ A copy of the default target with random weights: real costs, but a text that "
+    "repeats itself, so these figures are what a long copy reaches, not what real text gives.",
 }
 
 KINDS = ("edit", "quote", "code", "chat")
+
+# The host-work table comes from one report run with --host-temperature 1 --repeat-penalty 1.1.
+HOST_REPORT = "cpu-xeon-modes.md"
+HOST_SETTINGS = (("0", "1"), ("1", "1"), ("0", "1.1"), ("1", "1.1"))  # (T, repeat penalty)
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,9 @@ class Report:
     pairing: str
     overall: dict[str, dict[str, str]]  # mode -> column -> cell
     per_prompt: list[dict[str, str]]
+    host: list[dict[str, str]]  # the host overhead table's rows (empty when not measured)
+    host_floor: str  # ms a token, "" when not measured
+    curve: str  # the target's cost curve as the header gives it
 
 
 def _table(lines: list[str], start: int) -> list[dict[str, str]]:
@@ -108,6 +115,9 @@ def read_report(path: Path) -> Report:
     except ValueError:
         sys.exit(f"{path}: not a `specchat-cli bench --md` report (no Overall / Per prompt table)")
     overall = {r["mode"]: r for r in _table(lines, overall_at)}
+    host_at = next((i for i, x in enumerate(lines) if x.startswith("## Host overhead")), None)
+    floor = re.search(r"^Host floor on this machine: ([0-9.]+) ms", text, re.M)
+    curve = re.search(r"^- target cost curve \(.*one token ([0-9.]+ ms)\): (.*)$", text, re.M)
     per_prompt = _table(lines, prompts_at)
     command = re.search(r"^- command: `(.*)`$", text, re.M)
     cmd = command.group(1) if command else ""
@@ -119,6 +129,9 @@ def read_report(path: Path) -> Report:
         pairing="alternating" if "--pairing alternate" in cmd else "in turn",
         overall=overall,
         per_prompt=per_prompt,
+        host=_table(lines, host_at) if host_at is not None else [],
+        host_floor=floor.group(1) if floor else "",
+        curve=f"{curve.group(1)}: {curve.group(2)}" if curve else "",
     )
 
 
@@ -192,6 +205,45 @@ def full_table(table: str, reports: dict[str, Report]) -> str:
     return "\n".join(out + _notes(table))
 
 
+def host_table(rep: Report) -> str:
+    """docs/benchmarks.md: host ms a generated token per mode, T and repeat penalty."""
+    cells = {(r["mode"], r["T"], r["repeat penalty"]): r for r in rep.host}
+    out = [
+        "| mode | T = 0 | T = 1 | T = 0, penalty 1.1 | T = 1, penalty 1.1 |",
+        "|---|---|---|---|---|",
+    ]
+    for mode in dict.fromkeys(r["mode"] for r in rep.host):
+        row = [
+            cells.get((mode, t, p), {}).get("decode ms/token (median)", "–")
+            for t, p in HOST_SETTINGS
+        ]
+        out.append(f"| {mode} | " + " | ".join(row) + " |")
+    out += [
+        "",
+        f"Host floor (the barest greedy loop, timed the same way): {rep.host_floor} ms a token. "
+        f"Report: [{rep.path.name}](bench/{rep.path.name}).",
+    ]
+    return "\n".join(out)
+
+
+def curve_table(reports: dict[str, Report]) -> str:
+    """docs/benchmarks.md: each machine's cost curve, as its report measured it."""
+    out = [
+        "| machine | report | one token | n tokens cost (one-token decodes) |",
+        "|---|---|---|---|",
+    ]
+    seen = set()
+    for row in ROWS:  # one curve per machine and models: the first report's
+        rep = reports[row.report]
+        if (row.machine, row.models) in seen or not rep.curve:
+            continue
+        seen.add((row.machine, row.models))
+        t1, points = rep.curve.split(": ", 1)
+        link = f"[{row.report}](bench/{row.report})"
+        out.append(f"| {row.machine}, {row.models} | {link} | {t1} | {points} |")
+    return "\n".join(out)
+
+
 def _notes(table: str) -> list[str]:
     return ["", NOTES[table]] if table in NOTES else []
 
@@ -202,23 +254,25 @@ def tables() -> dict[str, str]:
     for table in sorted({r.table for r in ROWS}):
         made[table] = short_table(table, reports)
         made[f"{table}-full"] = full_table(table, reports)
+    made["host-full"] = host_table(reports[HOST_REPORT])
+    made["curves-full"] = curve_table(reports)
     return made
 
 
 TARGETS = {
     ROOT / "README.md": ("cpu", "gpu"),
-    ROOT / "docs" / "benchmarks.md": ("cpu-full", "gpu-full"),
+    ROOT / "docs" / "benchmarks.md": ("cpu-full", "gpu-full", "host-full", "curves-full"),
 }
 
 
 def replace(text: str, name: str, body: str, where: Path) -> str:
     pattern = re.compile(
-        rf"(<!-- figures:{re.escape(name)} -->\n).*?(\n<!-- /figures:{re.escape(name)} -->)",
+        rf"(<!-- figures:{re.escape(name)} -->\n)(?:.*?\n)?(<!-- /figures:{re.escape(name)} -->)",
         re.S,
     )
     if not pattern.search(text):
         sys.exit(f"{where}: no <!-- figures:{name} --> ... <!-- /figures:{name} --> block")
-    return pattern.sub(lambda m: m.group(1) + body + m.group(2), text)
+    return pattern.sub(lambda m: m.group(1) + body + "\n" + m.group(2), text)
 
 
 def main(argv: list[str] | None = None) -> int:
