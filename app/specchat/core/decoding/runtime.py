@@ -47,7 +47,7 @@ from specchat.core.decoding.config import (
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
-from specchat.core.gguf.recurrent import state_bytes
+from specchat.core.gguf.recurrent import max_snapshots, state_bytes
 from specchat.core.machine.amx import amx_in_build
 from specchat.core.machine.llama_log import capture
 
@@ -137,8 +137,9 @@ class ModelRuntime:
         self.recurrent = bool(llama_cpp.llama_model_is_recurrent(raw)) or bool(
             llama_cpp.llama_model_is_hybrid(raw)
         )
-        # llama.cpp asserts (aborts) unless a micro-batch holds more than n_rs_seq + 1 tokens
-        want = min(rollback_tokens, self.config.n_batch - 2) if self.recurrent else 0
+        # more snapshots than max_snapshots abort the process inside llama.cpp
+        want = min(rollback_tokens, max_snapshots(self.info, self.config.n_batch))
+        want = want if self.recurrent else 0
         with capture() as ctx_log:  # llama.cpp's account of the recurrent buffers (RS)
             self._ctx = self._new_context(llama_cpp, want)
         self.context_report = ctx_log.report()

@@ -21,7 +21,13 @@ from __future__ import annotations
 
 from specchat.core.gguf.info import GGUFInfo, as_int
 
-__all__ = ["ROLLBACK_ARCHES", "recurrent_layers", "snapshot_bytes", "state_bytes"]
+__all__ = [
+    "ROLLBACK_ARCHES",
+    "max_snapshots",
+    "recurrent_layers",
+    "snapshot_bytes",
+    "state_bytes",
+]
 
 # llama.cpp's llm_arch_supports_rs_rollback (src/llama-arch.cpp): only these honour n_rs_seq; for
 # any other architecture the context clamps it to 0.
@@ -101,3 +107,27 @@ def snapshot_bytes(info: GGUFInfo, n_rs_seq: int) -> int | None:
     """What `n_rs_seq` rollback snapshots add to a one-sequence context (None: unknown)."""
     one = state_bytes(info)
     return None if one is None else n_rs_seq * one
+
+
+def max_snapshots(info: GGUFInfo, n_batch: int) -> int:
+    """The most snapshots a context of this model may ask for without llama.cpp aborting the
+    process (GGML_ASSERT, no error returned):
+
+    - a micro-batch must hold more than n_rs_seq + 1 tokens (split_equal), so at most
+      n_batch - 2;
+    - LFM2's graph makes three tensors per snapshot and convolution layer in a graph context
+      sized for max(1024, 8 x tensors) tensors (llama_context::graph_max_nodes). Measured limits
+      with this runtime: 87 for 3 convolution layers of 5, 20 for LFM2-350M/1.2B's 10 of 16, 15
+      for 22 of 30; the bound here (81, 12, 10) assumes 44 tensors a layer besides the
+      snapshots' (64 for lfm2moe). Qwen3.5's graph is sized by the batch (40 nodes a token) and
+      32 x tensors, far above its snapshots' 3 per delta-net layer."""
+    cap = max(n_batch - 2, 0)
+    arch = info.architecture
+    if arch in _SHORT_CONV:
+        conv = recurrent_layers(info) or 0
+        layers = _int(info, "block_count", 0) or 0
+        if conv:
+            budget = max(1024, 8 * len(info.tensors))
+            base = (64 if arch == "lfm2moe" else 44) * layers + 64
+            cap = min(cap, max((budget - base) // (3 * conv) - 1, 0))
+    return cap
