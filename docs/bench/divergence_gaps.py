@@ -1,6 +1,6 @@
 """Why a bench report's greedy texts part from off's: off's own top-2 gap at each first divergence.
 
-    .venv/bin/python docs/bench/divergence_gaps.py docs/bench/host-xeon.json
+    .venv/bin/python docs/bench/divergence_gaps.py docs/bench/cpu-xeon-modes.json
 
 For every prompt where a mode's text is not off's, off is decoded again alone (greedy; the
 report's target, suite, prompt, token limit, context, threads and GPU layers; caches emptied

@@ -67,7 +67,7 @@ ROWS = (
 )
 
 NOTES = {
-    "gpu": "¹ A copy of the default target with random weights: real costs, but a text that "
+    "gpu": "¹ A copy of the default target with random weights: real costs, but a text that\n"
     "repeats itself, so these figures are what a long copy reaches, not what real text gives.",
 }
 
@@ -220,7 +220,7 @@ def host_table(rep: Report) -> str:
         out.append(f"| {mode} | " + " | ".join(row) + " |")
     out += [
         "",
-        f"Host floor (the barest greedy loop, timed the same way): {rep.host_floor} ms a token. "
+        f"Host floor (the barest greedy loop, timed the same way): {rep.host_floor} ms a token.",
         f"Report: [{rep.path.name}](bench/{rep.path.name}).",
     ]
     return "\n".join(out)
