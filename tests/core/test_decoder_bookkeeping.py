@@ -11,15 +11,18 @@ import numpy as np
 import pytest
 from standin import EOS, N_VOCAB, StandIn, reply_script
 
-from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.decoder import Decoder
-from specchat.core.decoding.draft_model import ModelDrafter
-from specchat.core.decoding.drafting import DRAFT, LOOKUP
+from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings
+from specchat.core.decoding.drafters.draft_model import ModelDrafter
+from specchat.core.decoding.drafters.ngram import OPENING, NgramDrafter
 from specchat.core.decoding.kv_cache import CacheBook
-from specchat.core.decoding.ngram import OPENING, NgramDrafter
+from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.sampling import Warp
 from specchat.core.reply import Reply
 from specchat.core.types import FinishReason, GenerationParams, Mode
+
+DRAFT = DrafterKind.MODEL
+LOOKUP = DrafterKind.LOOKUP
 
 PROMPT = [9, 10, 11]
 
@@ -41,8 +44,7 @@ def decoder(
         prompt,
         params,
         mode,
-        model=model,
-        lookup=lookup,
+        drafters=[lookup, model] if model is not None else [lookup],
         cost=cost or CostModel(),
     )
 
@@ -50,7 +52,7 @@ def decoder(
 def confident_lookup() -> CostModel:
     """A cost model that has seen lookup drafts always accepted: it drafts as far as it can."""
     cm = CostModel(gpu=True)
-    cm.observe_target(1, 0.01)
+    cm.steps.observe_target(1, 0.01)
     for cls in (
         f"{o}{n}/{c}"
         for o in ("", OPENING)
@@ -171,7 +173,7 @@ def test_greedy_draft_confidence_uses_the_penalised_logits() -> None:
     params = GenerationParams(repeat_penalty=100.0, p_min=0.6)
     prompt = [4, 5, 9]
     drafter.begin(prompt)
-    draft = drafter.propose(prompt, 2, warp=Warp(params, N_VOCAB), p_min=0.6)
+    draft = drafter.propose(prompt, 2, DraftSettings(Warp(params, N_VOCAB), p_min=0.6))
     assert draft.tokens[:1] == [6]
 
 
@@ -236,8 +238,8 @@ def test_auto_risks_only_what_the_reply_has_won() -> None:
     copy pays, and the reply loses at most START + SHARE x its tokens. Fails if the decoder
     does not pass or keep the budget (its second draft would send 4 tokens, whose refusal
     could lose 2.99 decodes with 2.25 left)."""
-    from specchat.core.decoding.cost_curve import CostCurve
-    from specchat.core.decoding.risk import SHARE, START
+    from specchat.core.decoding.pricing.cost_curve import CostCurve
+    from specchat.core.decoding.pricing.tuning import SHARE, START
 
     curve = CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (9, 7.47), (17, 11.5)), t1_s=0.04)
     cm = CostModel().steady(t1=0.04, host=0.0).use_curve(curve)
@@ -301,9 +303,10 @@ def test_catching_up_is_not_priced_as_drafting() -> None:
     dec = decoder(target, Mode.DRAFT, draft=draft, prompt=prompt, max_tokens=6, k_max=4)
     run(dec)
     assert any(len(d) > 1 for d in draft.decoded)  # it did catch up in one batch
-    assert dec.model is not None and dec.model.catch_up_s >= 0.0
-    assert dec.cost.draft_trials >= 1
-    assert dec.cost.draft_token is not None and dec.cost.draft_token < 0.01
+    (model,) = [d for d in dec.drafters if d.kind is DRAFT]
+    assert model.catch_up_s >= 0.0
+    assert dec.cost.steps.draft_trials[DRAFT] >= 1
+    assert dec.cost.steps.draft_token[DRAFT] < 0.01
 
 
 def test_auto_learns_from_the_proposals_it_does_not_send() -> None:
@@ -313,8 +316,8 @@ def test_auto_learns_from_the_proposals_it_does_not_send() -> None:
     rise above their priors without one verification paid for. Fails if unsent proposals are
     not judged (the estimates stay at the priors) or are judged against the wrong token (they
     fall), or if judging them made Auto verify."""
-    from specchat.core.decoding.acceptance import prior
-    from specchat.core.decoding.cost_curve import CostCurve
+    from specchat.core.decoding.pricing.acceptance import prior
+    from specchat.core.decoding.pricing.cost_curve import CostCurve
 
     curve = CostCurve(((1, 1.0), (2, 2.0), (5, 5.0), (17, 17.0)), t1_s=0.04)
     cm = CostModel().steady(t1=0.04, host=0.0).use_curve(curve)
@@ -328,7 +331,7 @@ def test_auto_learns_from_the_proposals_it_does_not_send() -> None:
     judged = {c: a for (who, c), a in cm.alpha.items() if who == LOOKUP and a.s + a.f > 4.0}
     learned = {cls: a.mean for cls, a in judged.items()}  # (4: the prior's own weight)
     assert learned and "long/c95" in learned and "o-one/c95" in learned, learned
-    assert all(mean > prior(False, cls) for cls, mean in learned.items()), learned
+    assert all(mean > prior(LOOKUP, cls) for cls, mean in learned.items()), learned
 
 
 class _CountingLookup(NgramDrafter):
@@ -346,11 +349,11 @@ class _CountingLookup(NgramDrafter):
         self.extends += 1
         super().extend(tokens)
 
-    def propose(self, k=None, stop_below=0.02, more=None):
+    def look(self, k=None, stop_below=0.02, more=None):
         self.asked_at.append(len(self._tokens))
         if self.target is not None:  # the target's cache holds all the text but its last token
             self.lagged += len(self._tokens) != len(self.target.cache) + 1
-        return super().propose(k, stop_below, more)
+        return super().look(k, stop_below, more)
 
 
 def teach_lookup(cm: CostModel, cls: str, alpha: float) -> None:
@@ -375,8 +378,8 @@ def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch, with_model: 
     not rest the next steps (as many proposals), if a loaded draft model keeps Auto from
     resting, if the opening rests, if a rest outlasts REST_STEPS or blocks the copy, if resting
     steps extend the index, or if a look after a rest misses the tokens emitted during it."""
-    from specchat.core.decoding import cost_model
-    from specchat.core.decoding.cost_curve import CostCurve
+    from specchat.core.decoding.pricing import cost_model
+    from specchat.core.decoding.pricing.cost_curve import CostCurve
 
     curve = CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (9, 7.47), (17, 11.5)), t1_s=0.04)
     rng = np.random.default_rng(11)
@@ -404,7 +407,8 @@ def test_auto_rests_lookup_while_it_is_far_from_paying(monkeypatch, with_model: 
         if with_model:
             wrong = [(t + 1) % 200 for t in target_ids]
             model = ModelDrafter(StandIn(reply_script(len(prompt), wrong)), k_init=4, k_max=8)
-        dec = Decoder(target, prompt, params, Mode.AUTO, model=model, lookup=lookup, cost=cm)
+        drafters = [lookup, model] if model is not None else [lookup]
+        dec = Decoder(target, prompt, params, Mode.AUTO, drafters=drafters, cost=cm)
         ids = [t for ev in dec.run() for t in ev.token_ids]
         steps = [len(call) for call in target.decoded[1:]]
         first_draft = next(i for i, n in enumerate(steps) if n > 1)
@@ -438,8 +442,9 @@ def test_auto_drafts_copies_where_only_long_drafts_can_pay() -> None:
     START (1.7) alone, or if proposals stop at their first 4 tokens when 4 cannot pay: then
     every one of the 40 tokens comes from a plain step (seen on the H100: quote-verbatim-300 at
     0.94x of off). On the CPUs' curves (2 -> 1.56-1.92) neither changes anything."""
-    from specchat.core.decoding.cost_curve import CostCurve
-    from specchat.core.decoding.risk import SHARE, START, opening_risk
+    from specchat.core.decoding.pricing.cost_curve import CostCurve
+    from specchat.core.decoding.pricing.risk import opening_risk
+    from specchat.core.decoding.pricing.tuning import SHARE, START
 
     curve = CostCurve(((1, 1.0), (2, 4.64), (9, 5.81), (17, 5.95), (33, 6.5), (65, 7.95)))
     cm = CostModel().steady(t1=0.0012, host=0.0).use_curve(curve)
@@ -448,10 +453,10 @@ def test_auto_drafts_copies_where_only_long_drafts_can_pay() -> None:
             for opening in ("", OPENING):
                 teach_lookup(cm, f"{opening}{length}/{band}", 1.0)
     start = curve.rel(6) - 1.0
-    assert opening_risk(cm) == pytest.approx(start)
+    assert opening_risk(cm.steps) == pytest.approx(start)
     cpu = CostModel().steady(t1=0.07, host=0.0)
     cpu.use_curve(CostCurve(((1, 1.0), (2, 1.56), (5, 2.25), (9, 3.32), (17, 4.47))))
-    assert opening_risk(cpu) == START
+    assert opening_risk(cpu.steps) == START
     text = [int(x) for x in np.random.default_rng(12).permutation(np.arange(10, 200))[:60]]
     prompt = PROMPT + text
     target = StandIn(reply_script(len(prompt), text[:40]))
@@ -477,16 +482,16 @@ def test_an_off_reply_teaches_the_one_token_time_once_at_its_end(prior: float | 
     cm = CostModel()
     ref = CostModel()
     if prior is not None:
-        cm.observe_target(1, prior)
-        ref.observe_target(1, prior)
+        cm.steps.observe_target(1, prior)
+        ref.steps.observe_target(1, prior)
     reply = run(decoder(target, Mode.OFF, prompt=PROMPT, cost=cm))
     steps = reply.final_stats.target_steps
     # nine passes gave a token each; the tenth read only the end token and is not a step
     assert reply.token_ids == reply_ids and steps == len(reply_ids) - 1
     for _ in range(steps):
-        ref.observe_target(1, 0.02)
-    assert cm.t1 == pytest.approx(ref.t1)
-    assert ref.t1 != pytest.approx(prior or 0.0)
+        ref.steps.observe_target(1, 0.02)
+    assert cm.steps.t1 == pytest.approx(ref.steps.t1)
+    assert ref.steps.t1 != pytest.approx(prior or 0.0)
 
 
 @pytest.mark.parametrize("mode", [Mode.OFF, Mode.LOOKUP])

@@ -252,13 +252,13 @@ def test_three_drafted_tokens_accepted_in_a_chain(smol_engine: Engine) -> None:
 def lookup_kept(prompt: list[int], rows: Rows) -> Callable[[tuple[int, ...]], dict[int, float]]:
     """A sampler that kept lookup's tokens: after the first token (the target's), each token is
     what the n-gram drafter proposes, whatever the target thinks (the power check's reference)."""
-    from specchat.core.decoding.ngram import NgramDrafter
+    from specchat.core.decoding.drafters.ngram import NgramDrafter
 
     def kept(prefix: tuple[int, ...]) -> dict[int, float]:
         if prefix:
             drafter = NgramDrafter(min_match=1)
             drafter.begin([*prompt, *prefix])
-            proposal = drafter.propose(1, stop_below=0.0)
+            proposal = drafter.look(1, stop_below=0.0)
             if proposal.tokens:
                 return {proposal.tokens[0]: 1.0}
         return rows(prefix)
@@ -382,7 +382,7 @@ def test_a_32_token_lookup_draft_keeps_the_target_distribution(smol_engine: Engi
     verification, follow the target's exact joint distribution. Each sample stops after the
     step that brings its third token. Power: a sampler that kept lookup's tokens sits outside
     the bound."""
-    from specchat.core.decoding.cost_curve import CostCurve
+    from specchat.core.decoding.pricing.cost_curve import CostCurve
 
     engine = smol_engine
     # 110 samples: each costs one or more 33-row verifications. The bound (0.17) sits well

@@ -399,7 +399,7 @@ def test_an_answer_from_an_earlier_conversation_drafts_the_new_one(small_engine:
     index (the conversation's own index is empty), lookup drafts it from there, says so in the
     stats, and the reply is the plain one (up to a near-tie). On the 0.5B pair."""
     engine = small_engine
-    from specchat.core.decoding.history_index import HistoryIndex
+    from specchat.core.decoding.drafters.history_index import HistoryIndex
 
     question = "Write a Python function `is_leap(year: int) -> bool` with a one-line docstring."
     messages = [{"role": "user", "content": question}]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specchat.core.decoding.history_index import GRAM, HistoryIndex
+from specchat.core.decoding.drafters.history_index import GRAM, HistoryIndex
 from specchat.core.engines.history_feed import feed_history
 from specchat.core.state.history import History
 

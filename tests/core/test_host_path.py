@@ -272,7 +272,7 @@ def test_the_drafts_penalty_window_is_the_last_n_tokens() -> None:
     per proposal): after every push they must be exactly the ids among the last n tokens, for
     windows shorter and longer than the history, tokens leaving it that occur again inside it
     included."""
-    from specchat.core.decoding.draft_model import _Window
+    from specchat.core.decoding.drafters.draft_model import _Window
 
     rng = np.random.default_rng(3)
     for n in (1, 3, 8, 64):

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.cost_model import CostModel
-from specchat.core.decoding.drafting import LOOKUP
-from specchat.core.decoding.history_index import HistoryIndex
-from specchat.core.decoding.ngram import CONVERSATION, FIRST_LOOK, HISTORY, NgramDrafter
+from specchat.core.decoding.drafters.base import DrafterKind
+from specchat.core.decoding.drafters.history_index import HistoryIndex
+from specchat.core.decoding.drafters.ngram import CONVERSATION, FIRST_LOOK, HISTORY, NgramDrafter
+from specchat.core.decoding.pricing.cost_curve import CostCurve
+from specchat.core.decoding.pricing.cost_model import CostModel
+
+LOOKUP = DrafterKind.LOOKUP
 
 
 def span(n: int, seed: int) -> list[int]:
@@ -22,7 +24,7 @@ def test_a_copy_in_progress_drafts_the_rest_of_the_span_from_the_first_step() ->
     doc = span(200, 1)
     d = NgramDrafter()
     d.begin([*span(30, 2), *doc, *span(10, 3), *doc[:40]])  # the reply has copied 40 tokens
-    prop = d.propose(64)
+    prop = d.look(64)
     assert prop.tokens == doc[40:104]
     assert prop.source == CONVERSATION
     assert prop.context[0] == 40  # the whole copy so far, not the n-gram's 8 tokens
@@ -33,7 +35,7 @@ def test_a_fresh_match_is_sized_by_its_length() -> None:
     doc = span(100, 4)
     d = NgramDrafter()
     d.begin([*doc, *span(10, 5), *doc[:5]])
-    prop = d.propose(64)
+    prop = d.look(64)
     assert prop.tokens[:10] == doc[5:15]
     assert prop.context[:3] == [5, 6, 7]  # the match grows along the draft
     assert prop.classes()[:2] == ["o-mid/c95", "long/c95"]  # the first token is an opening
@@ -50,22 +52,22 @@ def test_a_guess_the_text_followed_is_no_opening_and_a_steeper_curve_drafts_only
     d.begin([*doc, *span(10, 41), *doc[:8]])
     curve = CostCurve(((1, 1.0), (2, 1.7), (5, 3.6), (9, 5.5), (17, 7.5), (65, 27.0)))
     cm = CostModel(curve=curve)
-    cm.t1 = 0.01
-    fresh = d.propose(64)
+    cm.steps.t1 = 0.01
+    fresh = d.look(64)
     assert fresh.classes()[0] == "o-long/c95"
-    assert cm.best_chain(LOOKUP, cm.acceptances(LOOKUP, fresh.classes()))[0] == 0
+    assert cm.steps.best_chain(LOOKUP, cm.acceptances(LOOKUP, fresh.classes()))[0] == 0
     d.extend([fresh.tokens[0]])  # a plain step: the target chose the proposed token
-    followed = d.propose(64)
+    followed = d.look(64)
     assert followed.tokens[:4] == doc[9:13]
     assert followed.classes()[0] == "long/c95"
-    assert cm.best_chain(LOOKUP, cm.acceptances(LOOKUP, followed.classes()))[0] > 0
+    assert cm.steps.best_chain(LOOKUP, cm.acceptances(LOOKUP, followed.classes()))[0] > 0
     d.extend([*followed.tokens[:3], 7])  # three drafts accepted, the fourth refused: a 7
-    assert not d.propose(64).tokens  # nothing was ever followed by a 7
+    assert not d.look(64).tokens  # nothing was ever followed by a 7
     d.extend(doc[12:20])  # the text comes back to the copy on its own: an opening again
-    again = d.propose(64)
+    again = d.look(64)
     assert again.tokens[:2] == doc[20:22] and again.classes()[0] == "o-long/c95"
     d.extend(again.tokens[:2])  # two drafts accepted, and the proposal went further
-    assert d.propose(64).classes()[0] == "long/c95"
+    assert d.look(64).classes()[0] == "long/c95"
 
 
 def test_the_draft_stops_where_the_copied_text_ends() -> None:
@@ -73,7 +75,7 @@ def test_the_draft_stops_where_the_copied_text_ends() -> None:
     d = NgramDrafter()
     tail = span(20, 7)
     d.begin([*doc, *tail, *doc[:30]])
-    prop = d.propose(64)
+    prop = d.look(64)
     # doc[30:] and then what followed the copy the first time (the tail), as far as it goes
     assert prop.tokens[:20] == doc[30:]
     assert prop.tokens[20:40] == tail
@@ -89,18 +91,18 @@ def test_the_longest_match_beats_a_more_frequent_continuation() -> None:
     text += long_span + ctx + [b] + span(5, 10)  # once by `b`, inside a long span
     d = NgramDrafter()
     d.begin([*text, *span(7, 11), *long_span, *ctx])
-    assert d.propose(1).tokens == [b]
+    assert d.look(1).tokens == [b]
     d.begin([*text, *span(7, 11), *ctx])  # a short match: the most frequent wins
-    assert d.propose(1).tokens == [a]
+    assert d.look(1).tokens == [a]
 
 
 def test_a_refused_span_token_is_trusted_less() -> None:
     doc = span(100, 12)
     d = NgramDrafter()
     d.begin([*doc, *span(5, 13), *doc[:30]])
-    prop = d.propose(8)
+    prop = d.look(8)
     d.feedback(prop, 8, 0)  # the target refused the first token
-    again = d.propose(8)
+    again = d.look(8)
     assert again.confidence[0] < 1.0
     assert again.classes()[0] != prop.classes()[0]
 
@@ -109,10 +111,10 @@ def test_unwinding_to_another_conversation_forgets_where_spans_were() -> None:
     doc = span(60, 14)
     d = NgramDrafter()
     d.begin([*doc, *span(4, 15), *doc[:20]])
-    assert d.propose(4).tokens == doc[20:24]
+    assert d.look(4).tokens == doc[20:24]
     other = span(40, 16)
     d.begin([*doc[:10], *other, *doc[:5]])  # shares 10 tokens, then differs
-    prop = d.propose(64)
+    prop = d.look(64)
     assert prop.tokens[:5] == doc[5:10]  # only what this text holds
     assert prop.tokens[5:45] == other
 
@@ -138,20 +140,20 @@ def test_the_earlier_conversations_draft_when_this_one_has_no_match() -> None:
     d = NgramDrafter(history=h)
     n = sampled_prefix(h, doc, 6)
     d.begin([*span(20, 24), *doc[:n]])
-    prop = d.propose(64)
+    prop = d.look(64)
     assert prop.source == HISTORY
     assert prop.tokens == doc[n : n + 64]
     assert prop.classes()[0].startswith("o-h-")  # an opening, from the history
     # accepted: the next step follows the same span, whatever gram the text ends on
     d.feedback(prop, 10, 10)
     d.extend(doc[n : n + 11])  # 10 accepted drafts and the target's own token
-    follow = d.propose(64)
+    follow = d.look(64)
     assert follow.source == HISTORY
     assert follow.tokens == doc[n + 11 : n + 75]
     # the target went elsewhere: the span is dropped, nothing is made up
     d.feedback(follow, 5, 2)
     d.extend([*doc[n + 11 : n + 13], 61_000])
-    assert d.propose(64).tokens == []
+    assert d.look(64).tokens == []
 
 
 def test_without_history_nothing_comes_from_it() -> None:
@@ -160,7 +162,7 @@ def test_without_history_nothing_comes_from_it() -> None:
     n = sampled_prefix(h, doc, 6)
     d = NgramDrafter()
     d.begin([*span(20, 24), *doc[:n]])
-    assert d.propose(64).tokens == []
+    assert d.look(64).tokens == []
 
 
 def test_a_gpu_shaped_cost_curve_verifies_the_whole_copy() -> None:
@@ -169,7 +171,7 @@ def test_a_gpu_shaped_cost_curve_verifies_the_whole_copy() -> None:
     doc = span(200, 26)
     d = NgramDrafter()
     d.begin([*doc, *span(5, 27), *doc[:40]])
-    prop = d.propose(64)
+    prop = d.look(64)
     flat = CostModel(curve=CostCurve.flat())
     flat.t1 = 0.01
     alphas = flat.acceptances(LOOKUP, prop.classes())
@@ -187,7 +189,7 @@ def test_a_one_token_match_is_a_guess_only_a_flat_curve_verifies() -> None:
     text = span(60, 28)
     d = NgramDrafter()
     d.begin([*text, text[10]])  # only the last token matches, once
-    prop = d.propose(64)
+    prop = d.look(64)
     assert prop.tokens[:3] == text[11:14]
     assert prop.classes()[:3] == ["o-one/c95", "two/c95", "short/c95"]
     flat = CostModel(curve=CostCurve.flat())
@@ -195,7 +197,7 @@ def test_a_one_token_match_is_a_guess_only_a_flat_curve_verifies() -> None:
     assert flat.chosen_chain(LOOKUP, flat.acceptances(LOOKUP, prop.classes())) >= 1
     steep = CostModel(curve=CostCurve(((1, 1.0), (2, 1.73), (5, 3.99), (17, 11.5))))
     steep.t1 = 0.01
-    assert steep.best_chain(LOOKUP, steep.acceptances(LOOKUP, prop.classes()))[0] == 0
+    assert steep.steps.best_chain(LOOKUP, steep.acceptances(LOOKUP, prop.classes()))[0] == 0
 
 
 def test_a_draft_the_planner_refuses_is_not_walked_to_its_end() -> None:
@@ -210,9 +212,9 @@ def test_a_draft_the_planner_refuses_is_not_walked_to_its_end() -> None:
         seen.append(list(first.tokens))
         return False
 
-    assert d.propose(64, more=refuse).tokens == doc[40 : 40 + FIRST_LOOK]
+    assert d.look(64, more=refuse).tokens == doc[40 : 40 + FIRST_LOOK]
     assert seen == [doc[40 : 40 + FIRST_LOOK]]
-    assert d.propose(64, more=lambda first: True).tokens == doc[40:104]
+    assert d.look(64, more=lambda first: True).tokens == doc[40:104]
 
 
 def test_the_longest_context_bound_never_changes_a_proposal() -> None:
@@ -246,10 +248,10 @@ def test_the_longest_context_bound_never_changes_a_proposal() -> None:
         d.extend(text[seen : seen + step])
         seen += step
         index(seen)
-        got = d.propose(16)
+        got = d.look(16)
         fresh = NgramDrafter()
         fresh.begin(text[:seen])
-        want = fresh.propose(16)
+        want = fresh.look(16)
         assert (got.tokens, got.confidence, got.context, got.keys) == (
             want.tokens,
             want.confidence,

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.cost_model import CostModel
-from specchat.core.decoding.drafting import LOOKUP
-from specchat.core.decoding.risk import START, longest_within
+from specchat.core.decoding.drafters.base import DrafterKind
+from specchat.core.decoding.pricing.cost_curve import CostCurve
+from specchat.core.decoding.pricing.cost_model import Costly, CostModel
+from specchat.core.decoding.pricing.risk import longest_within
+from specchat.core.decoding.pricing.tuning import START
+
+DRAFT = DrafterKind.MODEL
+
+LOOKUP = DrafterKind.LOOKUP
 
 # The issue's measurement on this 2-core machine (target Qwen2.5-Coder-1.5B, median of 6):
 # a decode of n tokens relative to one.
@@ -46,7 +51,7 @@ PROFILES = [
 @pytest.mark.parametrize("alphas", PROFILES)
 def test_draft_length_is_the_optimum_on_the_measured_curve(alphas: list[float]) -> None:
     cm = planner(CPU)
-    k, gain = cm.best_chain(LOOKUP, alphas)
+    k, gain = cm.steps.best_chain(LOOKUP, alphas)
     want_k, want_gain = by_hand(CPU, alphas)
     assert k == want_k
     if k:
@@ -58,8 +63,8 @@ def test_the_curve_decides_how_long_a_confident_draft_is() -> None:
     # k = 3: 3.710 / 3.237 = 1.146: two tokens. Flat: every token adds expected tokens at no
     # cost, so all 16 (expected 1 + 0.95 + ... + 0.95^16 = 11.5 tokens a pass).
     alphas = [0.95] * 16
-    k_cpu, gain_cpu = planner(CPU).best_chain(LOOKUP, alphas)
-    k_flat, gain_flat = planner(CostCurve.flat()).best_chain(LOOKUP, alphas)
+    k_cpu, gain_cpu = planner(CPU).steps.best_chain(LOOKUP, alphas)
+    k_flat, gain_flat = planner(CostCurve.flat()).steps.best_chain(LOOKUP, alphas)
     assert (k_cpu, k_flat) == (2, 16)
     assert gain_cpu == pytest.approx(2.8525 / (1.73 + (3.99 - 1.73) / 3), rel=1e-9)
     assert gain_flat == pytest.approx((1 - 0.95**17) / 0.05, rel=1e-9)
@@ -71,18 +76,18 @@ def test_a_confidence_drop_ends_the_draft_where_the_cost_says() -> None:
     # would all go: past 9 rows the curve rises by only 0.5 a token, 15.85 / 11.5 = 1.38.)
     # The same draft turning to guesses (0.3) after three: k = 4 gains 0.3 * 0.970 = 0.291
     # tokens for 0.75 of a token's time, 4.231 / 3.99 = 1.06: three.
-    assert planner(CPU).best_chain(LOOKUP, [0.99] * 8)[0] == 4
-    assert planner(CPU).best_chain(LOOKUP, [0.99] * 16)[0] == 16
-    assert planner(CPU).best_chain(LOOKUP, [0.99] * 3 + [0.3] * 13)[0] == 3
+    assert planner(CPU).steps.best_chain(LOOKUP, [0.99] * 8)[0] == 4
+    assert planner(CPU).steps.best_chain(LOOKUP, [0.99] * 16)[0] == 16
+    assert planner(CPU).steps.best_chain(LOOKUP, [0.99] * 3 + [0.3] * 13)[0] == 3
 
 
 def test_plan_takes_per_token_estimates() -> None:
     cm = planner(CPU)
     alphas = [0.99] * 3 + [0.3] * 13
-    plan = cm.plan(lookup_classes=[], lookup_alphas=alphas, draft_ok=False, max_k=16)
+    plan = cm.plan(lookup_classes=[], lookup_alphas=alphas, max_k=16)
     assert (plan.drafter, plan.k) == (LOOKUP, 3)
     # max_k cuts the estimates: only two positions may be drafted here
-    plan = cm.plan(lookup_classes=[], lookup_alphas=alphas, draft_ok=False, max_k=2)
+    plan = cm.plan(lookup_classes=[], lookup_alphas=alphas, max_k=2)
     assert plan.k == 2
 
 
@@ -90,14 +95,14 @@ def test_the_draft_model_has_its_own_cap() -> None:
     """A 64-token copy on offer (flat curve: the whole copy pays) and a draft model capped at
     k_max = 4: the lookup draft keeps its length, the draft model never exceeds 4."""
     cm = CostModel().steady(t1=0.04).use_curve(CostCurve.flat())
-    cm.draft_trials = 5
+    cm.steps.draft_trials[DRAFT] = 5
     plan = cm.plan(
-        lookup_classes=[], lookup_alphas=[0.99] * 64, draft_ok=True, max_k=64, draft_max_k=4
+        lookup_classes=[], lookup_alphas=[0.99] * 64, max_k=64, costly=[Costly(DRAFT, 4)]
     )
     assert (plan.drafter, plan.k) == (LOOKUP, 64)
     for _ in range(30):  # the draft model now looks perfect: it wins, at most 4 tokens
         cm.observe_accept("draft", [""], 1, 1)
-    plan = cm.plan(lookup_classes=[], lookup_alphas=[0.2], draft_ok=True, max_k=64, draft_max_k=4)
+    plan = cm.plan(lookup_classes=[], lookup_alphas=[0.2], max_k=64, costly=[Costly(DRAFT, 4)])
     assert plan.drafter == "draft" and plan.k == 4
 
 
@@ -105,26 +110,26 @@ def test_flat_curve_keeps_a_gpus_decisions_on_a_slow_machine() -> None:
     # Learning timing, as in the app: the CPU's real batches and steps must not pull the flat
     # planner back to CPU decisions (that is what `--cost-curve flat` is for).
     cm = CostModel().use_curve(CostCurve.flat())
-    cm.observe_target(1, 0.04)
+    cm.steps.observe_target(1, 0.04)
     for _ in range(50):
-        cm.observe_target(9, 0.04 * 7.47)
-        cm.observe_step(LOOKUP, 8, 0.04 * 7.47, 0.04 * 7.47)
-    assert cm.t1 == pytest.approx(0.04)
-    assert LOOKUP not in cm.step_ratio
-    k, gain = cm.best_chain(LOOKUP, [0.95] * 16, with_host=False)
+        cm.steps.observe_target(9, 0.04 * 7.47)
+        cm.steps.observe_step(LOOKUP, 8, 0.04 * 7.47, 0.04 * 7.47)
+    assert cm.steps.t1 == pytest.approx(0.04)
+    assert LOOKUP not in cm.steps.step_ratio
+    k, gain = cm.steps.best_chain(LOOKUP, [0.95] * 16, with_host=False)
     assert k == 16
     assert gain == pytest.approx((1 - 0.95**17) / 0.05, rel=1e-9)
 
 
 def test_measured_curve_keeps_its_shape_and_learns_the_scale() -> None:
     cm = CostModel().use_curve(CPU)
-    assert cm.t1 == pytest.approx(0.04)  # from the measurement, before any decode
+    assert cm.steps.t1 == pytest.approx(0.04)  # from the measurement, before any decode
     for _ in range(60):  # the machine got twice as slow: one-token decodes say so
-        cm.observe_target(1, 0.08)
-        cm.observe_step(None, 0, 0.08, 0.08)
-    assert cm.t1 == pytest.approx(0.08, rel=1e-3)
-    assert cm.target_cost(9) == pytest.approx(0.08 * 7.47, rel=1e-3)
-    assert cm.target_cost(5) == pytest.approx(0.08 * 3.99, rel=1e-3)
+        cm.steps.observe_target(1, 0.08)
+        cm.steps.observe_step(None, 0, 0.08, 0.08)
+    assert cm.steps.t1 == pytest.approx(0.08, rel=1e-3)
+    assert cm.steps.target_cost(9) == pytest.approx(0.08 * 7.47, rel=1e-3)
+    assert cm.steps.target_cost(5) == pytest.approx(0.08 * 3.99, rel=1e-3)
 
 
 def test_batches_dearer_than_the_curve_are_the_verifications_cost() -> None:
@@ -132,28 +137,28 @@ def test_batches_dearer_than_the_curve_are_the_verifications_cost() -> None:
     # decoding's price stays what one-token decodes measured, and the drafts' price rises
     # (taken as the machine's scale, the excess would vanish from every comparison).
     cm = CostModel().use_curve(CPU)
-    cm.observe_target(1, 0.04)
-    cm.observe_step(None, 0, 0.04, 0.04)
+    cm.steps.observe_target(1, 0.04)
+    cm.steps.observe_step(None, 0, 0.04, 0.04)
     for _ in range(60):
         secs = 1.15 * 0.04 * 7.47
-        cm.observe_target(9, secs)
-        cm.observe_step(LOOKUP, 8, secs, secs)
-    assert cm.t1 == pytest.approx(0.04)
-    assert cm.step_ratio[LOOKUP] == pytest.approx(1.15, rel=1e-3)
+        cm.steps.observe_target(9, secs)
+        cm.steps.observe_step(LOOKUP, 8, secs, secs)
+    assert cm.steps.t1 == pytest.approx(0.04)
+    assert cm.steps.step_ratio[LOOKUP] == pytest.approx(1.15, rel=1e-3)
     alphas = [0.95] * 8
     assert by_hand(CPU, alphas)[0] == 2  # the curve alone would draft 2 tokens (1.15x) ...
-    k, gain = cm.best_chain(LOOKUP, alphas)
+    k, gain = cm.steps.best_chain(LOOKUP, alphas)
     assert gain == pytest.approx(by_hand(CPU, alphas)[1] / 1.15, rel=1e-6)
     assert k == 0  # ... which at their real price lose to plain decoding
 
 
 def test_without_a_curve_the_online_line_prices_batches() -> None:
     cm = CostModel().steady(t1=0.01, beta=0.25)
-    assert cm.target_cost(9) == pytest.approx(0.01 * 3.0)
+    assert cm.steps.target_cost(9) == pytest.approx(0.01 * 3.0)
     cm.use_curve(CPU)
-    assert cm.target_cost(9) == pytest.approx(0.01 * 7.47)
+    assert cm.steps.target_cost(9) == pytest.approx(0.01 * 7.47)
     cm.use_curve(None)
-    assert cm.target_cost(9) == pytest.approx(0.01 * 3.0)
+    assert cm.steps.target_cost(9) == pytest.approx(0.01 * 3.0)
 
 
 ECHO = [
@@ -209,9 +214,7 @@ def test_no_draft_can_lose_more_than_the_replys_budget() -> None:
     cm = planner(CPU)
 
     def plan(curve_model: CostModel, budget: float):
-        return curve_model.plan(
-            lookup_classes=[], lookup_alphas=alphas, draft_ok=False, max_k=16, max_loss=budget
-        )
+        return curve_model.plan(lookup_classes=[], lookup_alphas=alphas, max_k=16, max_loss=budget)
 
     free = plan(cm, float("inf"))
     assert free.k == 16
@@ -220,7 +223,7 @@ def test_no_draft_can_lose_more_than_the_replys_budget() -> None:
         fitting = [j for j in range(1, 17) if CPU.rel(j + 1) - 1.0 <= budget]
         assert k == by_hand(CPU, alphas[: max(fitting)])[0], budget
         assert CPU.rel(k + 1) - 1.0 <= budget
-        assert longest_within(cm, budget, 16) == max(fitting)  # the decoder's walk limit
+        assert longest_within(cm.steps, budget, 16) == max(fitting)  # the decoder's walk limit
     assert plan(cm, 1.7).k < plan(cm, 3.0).k < plan(cm, 9.0).k < free.k
     nothing = plan(cm, 0.5)  # a 2-token verification costs 1.73
     # the reason blames the budget and shows the rate the draft would have without it
@@ -228,10 +231,8 @@ def test_no_draft_can_lose_more_than_the_replys_budget() -> None:
     assert f"lookup would run at {free.speedup:.2f}x, but a refused draft" in nothing.reason
     assert "the 0.5 steps this reply can still risk" in nothing.reason
     # a draft that loses on its own rate is not said to lose to the budget
-    poor = cm.plan(
-        lookup_classes=[], lookup_alphas=[0.2] * 16, draft_ok=False, max_k=16, max_loss=9.0
-    )
-    rate = cm.best_chain(LOOKUP, [0.2] * 16)[1]
+    poor = cm.plan(lookup_classes=[], lookup_alphas=[0.2] * 16, max_k=16, max_loss=9.0)
+    rate = cm.steps.best_chain(LOOKUP, [0.2] * 16)[1]
     assert poor.drafter is None and rate < 1.0
     assert poor.reason == f"auto: plain decoding (lookup would run at {rate:.2f}x)", poor.reason
     assert plan(planner(CostCurve.flat()), 0.1).k == 16
@@ -244,9 +245,9 @@ def test_a_copy_drafts_within_the_budget_on_a_curve_steep_at_its_start() -> None
     a whole suite ran plain; without a budget the guard still applies."""
     curve = CostCurve(((1, 1.0), (2, 1.92), (3, 2.65), (4, 3.14), (5, 3.94), (9, 8.03)))
     cm = CostModel(curve=curve)
-    cm.t1, cm.host = 0.032, 0.0001
-    limit = longest_within(cm, START, 64)
+    cm.steps.t1, cm.steps.host = 0.032, 0.0001
+    limit = longest_within(cm.steps, START, 64)
     classes = ["span32/c95"] * limit  # prior estimates: nothing drafted yet
-    plan = cm.plan(lookup_classes=classes, draft_ok=False, max_k=limit, max_loss=START)
+    plan = cm.plan(lookup_classes=classes, max_k=limit, max_loss=START)
     assert (limit, plan.drafter, plan.k) == (2, LOOKUP, 2)
-    assert cm.plan(lookup_classes=classes, draft_ok=False, max_k=limit).k == 0
+    assert cm.plan(lookup_classes=classes, max_k=limit).k == 0

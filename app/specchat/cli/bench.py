@@ -21,7 +21,7 @@ from specchat.core.bench.runner import (
     parse_modes,
     run_bench,
 )
-from specchat.core.decoding.cost_curve import FLAT, MEASURED, CostCurve, CostCurveError
+from specchat.core.decoding.pricing.cost_curve import FLAT, MEASURED, CostCurve, CostCurveError
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, Mode, params_from
 

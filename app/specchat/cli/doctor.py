@@ -42,7 +42,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _cost_curve(gpu: bool):
     from specchat.cli.common import default_pair_paths
-    from specchat.core.decoding.cost_curve import measure_model
+    from specchat.core.decoding.pricing.cost_curve import measure_model
 
     target = default_pair_paths()[0]
     if not target.is_file():

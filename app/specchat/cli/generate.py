@@ -19,7 +19,7 @@ from specchat.cli.prompt_input import (
     read_system,
     tolerant_stdin,
 )
-from specchat.core.decoding.cost_curve import FLAT, CostCurve, CostCurveError
+from specchat.core.decoding.pricing.cost_curve import FLAT, CostCurve, CostCurveError
 from specchat.core.engines.local import Engine, Message
 from specchat.core.reply import Reply
 from specchat.core.types import (

@@ -15,7 +15,8 @@ class Mode(str, Enum):
     OFF = "off"
     DRAFT = "draft"
     LOOKUP = "lookup"
-    AUTO = "auto"  # a cost model picks lookup, the draft model or plain decoding step by step
+    MTP = "mtp"  # the target's own MTP head, or a Gemma 4 target's assistant
+    AUTO = "auto"  # a cost model picks a drafter or plain decoding step by step
 
     @classmethod
     def parse(cls, value: str | Mode) -> Mode:

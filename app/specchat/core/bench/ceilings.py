@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specchat.core.bench.results import RunResult, tau
-from specchat.core.decoding.cost_curve import CostCurve, decode_cost
+from specchat.core.decoding.pricing.cost_curve import CostCurve, decode_cost
 
 DEFINITIONS = {
     "tau": "tokens per target forward pass, N / (N - accepted), pooled over the repeats",

@@ -22,7 +22,8 @@ import numpy.typing as npt
 from llama_cpp.llama_speculative import LlamaDraftModel, LlamaPromptLookupDecoding
 
 from specchat.core.bench.runner import PreparedPrompt, RssSampler, RunResult
-from specchat.core.decoding.draft_model import ModelDrafter
+from specchat.core.decoding.drafters.base import DraftSettings
+from specchat.core.decoding.drafters.draft_model import ModelDrafter
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams
@@ -62,7 +63,7 @@ class SpecChatDraft(LlamaDraftModel):
     def __call__(self, input_ids: npt.NDArray[np.intc], /, **kwargs: Any) -> npt.NDArray[np.intc]:
         k = int(kwargs.get("num_pred_tokens", self.k))
         ctx = [int(t) for t in input_ids]
-        draft = self.drafter.propose(ctx, k, warp=None, p_min=self.p_min)
+        draft = self.drafter.propose(ctx, k, DraftSettings(p_min=self.p_min))
         return np.asarray(draft.tokens, dtype=np.intc)
 
     def reset(self) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 from specchat.core.bench import ceilings
 from specchat.core.bench.machine import machine_info
 from specchat.core.bench.runner import REFERENCE, BenchRun, RunResult
-from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.engines.local import Engine
 from specchat.core.machine.busy import BUSY_SHARE
 from specchat.core.types import acceptance_rate, mean_accepted_length

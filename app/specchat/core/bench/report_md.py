@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from specchat.core.decoding.cost_curve import FLAT, KEY_POINTS
+from specchat.core.decoding.pricing.cost_curve import FLAT, KEY_POINTS
 from specchat.core.machine.busy import BUSY_SHARE
 from specchat.core.units import format_bytes
 

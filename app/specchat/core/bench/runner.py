@@ -23,8 +23,8 @@ from specchat.core.bench.results import (
     tau,
 )
 from specchat.core.bench.suite import BenchPrompt, Suite, SuiteError, load_suite, parse_suite
-from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.history_index import HistoryIndex
+from specchat.core.decoding.drafters.history_index import HistoryIndex
+from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.engines.local import Engine
 from specchat.core.machine.busy import CpuMeter
 from specchat.core.reply import Reply

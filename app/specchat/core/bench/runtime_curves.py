@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specchat.core.bench.server_peers import LlamaServerPeer, find_llama_server
-from specchat.core.decoding.cost_curve import (
+from specchat.core.decoding.pricing.cost_curve import (
     CostCurve,
     CostCurveError,
     curve_from_times,

@@ -24,8 +24,7 @@ from specchat.core.decoding.backend_sampler import (
 )
 from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
 from specchat.core.decoding.dist import Dist, Uniform, sample
-from specchat.core.decoding.draft_model import ModelDrafter
-from specchat.core.decoding.drafting import Draft
+from specchat.core.decoding.drafters.base import Proposal
 from specchat.core.decoding.runtime import Logits, ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, top2
 from specchat.core.decoding.speculative import (
@@ -35,7 +34,7 @@ from specchat.core.decoding.speculative import (
     keep_graph_draw,
     residual_sample,
 )
-from specchat.core.types import GenerationParams, Mode, Top2
+from specchat.core.types import GenerationParams, Top2
 
 History = Callable[[Sequence[int]], list[int]]  # tokens after ctx -> the penalty's history
 
@@ -72,9 +71,11 @@ class Chooser:
         self.graph_token: Callable[[int], int] | None = None  # see setup
         self.fix = HostFix(warp, target.sampler, target.n_vocab)
 
-    def setup(self, mode: Mode, model: ModelDrafter | None) -> None:
+    def setup(self, drafting: Sequence[ModelRuntime], idle: Sequence[ModelRuntime] = ()) -> None:
         """Attach the chains: the plain ones, or (a repeat penalty, top-2 diagnostics) one whose
-        output the host corrects at a few ids; raw logits only where neither can serve."""
+        output the host corrects at a few ids; raw logits only where neither can serve. The
+        drafters' runtimes that may draft in this reply (`drafting`) get the draft's chain;
+        those that will not (`idle`) none."""
         p = self.p
         if self.warp.greedy:
             spec: SamplerSpec | None = SamplerSpec(GREEDY)
@@ -104,8 +105,10 @@ class Chooser:
             and spec.top_p >= 1.0
             and spec.min_p <= 0.0
         )
-        if model is not None:
-            model.rt.use_sampler(dspec if mode in (Mode.DRAFT, Mode.AUTO) else None)
+        for rt in drafting:
+            rt.use_sampler(dspec)
+        for rt in idle:
+            rt.use_sampler(None)
         # greedy over llama.cpp's own chain: the token it chose, read at once (choose, judge,
         # and the decoder's plain step, the hot path)
         self.graph_token = self.t.sampler.token if self.how == PLAIN and self.warp.greedy else None
@@ -202,7 +205,7 @@ class Chooser:
             d = Dist(w=w, total=d.total, n_vocab=d.n_vocab)
         return First(dist=d, top2=t2)
 
-    def judge(self, rows: Logits, draft: Draft) -> tuple[int, int]:
+    def judge(self, rows: Logits, draft: Proposal) -> tuple[int, int]:
         """(accepted draft tokens m, the target's own token after them)."""
         warp, tokens = self.warp, draft.tokens
         k = len(tokens)

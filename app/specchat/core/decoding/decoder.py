@@ -2,10 +2,14 @@
 
 Invariant at the top of every step: `ctx` holds the prompt and every emitted token; the target's
 KV cache holds ctx[:-1] (the newest token is decoded by the next pass, together with any draft);
-the draft model's cache is a prefix of ctx. A verification pass decodes [ctx[-1], d1..dk] and
+each drafter's own state is a prefix of ctx. A verification pass decodes [ctx[-1], d1..dk] and
 asks for logits of those k+1 rows only; after accepting m drafted tokens the target cache is cut
-back to ctx + d1..dm, and the draft model's to the same length (counted by
-`GenerationStats.count_verification`).
+back to ctx + d1..dm, and the drafter that drafted is told the same length (`Drafter.rollback`;
+counted by `GenerationStats.count_verification`).
+
+Which drafters a reply may use follows its mode (`MODE_DRAFTERS`): one in a drafter's own mode,
+every one that is loaded in Auto, where the cost model (pricing/) chooses among them step by
+step. The loop knows drafters only through `drafters.base.Drafter`.
 """
 
 from __future__ import annotations
@@ -18,12 +22,17 @@ import numpy as np
 
 from specchat.core.decoding.backend_sampler import ROWS_MAX
 from specchat.core.decoding.chooser import Chooser, First
-from specchat.core.decoding.cost_model import CostModel
 from specchat.core.decoding.dist import sample
-from specchat.core.decoding.draft_model import ModelDrafter
-from specchat.core.decoding.drafting import DRAFT, LOOKUP, Draft, Why
-from specchat.core.decoding.ngram import HISTORY, NgramDrafter, Proposal
-from specchat.core.decoding.risk import RiskBudget, copy_cap, longest_within, opening_risk
+from specchat.core.decoding.drafters.base import Drafter, DrafterKind, DraftSettings, Proposal
+from specchat.core.decoding.drafters.ngram import HISTORY
+from specchat.core.decoding.pricing.cost_model import Costly, CostModel
+from specchat.core.decoding.pricing.plan import Why
+from specchat.core.decoding.pricing.risk import (
+    RiskBudget,
+    copy_cap,
+    longest_within,
+    opening_risk,
+)
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.sampling import Warp
 from specchat.core.decoding.text_stream import TextStream
@@ -39,9 +48,18 @@ from specchat.core.types import (
 CancelCheck = Callable[[], bool]
 NOTE_EVERY = 8  # Auto: steps between formatting the reason of an unchanged choice
 
+# the drafters each mode may use (Auto: every one loaded)
+MODE_DRAFTERS: dict[Mode, tuple[DrafterKind, ...]] = {
+    Mode.OFF: (),
+    Mode.DRAFT: (DrafterKind.MODEL,),
+    Mode.LOOKUP: (DrafterKind.LOOKUP,),
+    Mode.MTP: (DrafterKind.MTP,),
+    Mode.AUTO: (DrafterKind.LOOKUP, DrafterKind.MODEL, DrafterKind.MTP),
+}
+
 NO_ROLLBACK_NOTE = (
-    "speculation is off: {name} keeps a recurrent state that llama.cpp cannot roll back, "
-    "so a rejected draft could not be undone"
+    "speculation is off: {name} keeps a recurrent state that llama.cpp cannot roll back "
+    "on this build, so a rejected draft could not be undone"
 )
 
 
@@ -60,23 +78,21 @@ class Decoder:
         params: GenerationParams,
         mode: Mode,
         *,
-        model: ModelDrafter | None,
-        lookup: NgramDrafter,
+        drafters: Sequence[Drafter],
         cost: CostModel,
         cancel: CancelCheck | None = None,
     ) -> None:
-        self.t = target
+        self.target = target
         self.prompt = list(prompt)
-        self.p = params
+        self.params = params
         self.mode = mode
-        self.model = model
-        # the draft's clocks count where it may decode (off and lookup never touch it)
-        self._drt = model.rt if model is not None and mode in (Mode.DRAFT, Mode.AUTO) else None
-        self.lookup = lookup
+        allowed = MODE_DRAFTERS[mode]
+        # the drafters this reply may use, in the order Auto weighs them
+        self.drafters: list[Drafter] = [d for d in drafters if d.kind in allowed]
+        self._loaded = list(drafters)
         self.cost = cost
         self.cancel = cancel or (lambda: False)
         self.warp = Warp(params, target.n_vocab)
-        self.dwarp = Warp(params, model.rt.n_vocab, slots=params.k_max) if model else None
         self.rng = random.Random(params.seed)  # the host draws' uniform numbers (dist.Uniform)
         self.stats = GenerationStats(mode=mode.value, prompt_tokens=len(self.prompt))
         self.ctx: list[int] = list(self.prompt)
@@ -90,24 +106,25 @@ class Decoder:
         self._flags: list[bool] = []
         self._top2: list[Top2] = []
         self._produced = 0  # tokens the current step produced (an ending token included)
-        self._lookup_seen = 0  # ctx tokens the n-gram drafter has been told about
-        self._proposal: Proposal | None = None
+        self._offer: tuple[Drafter, Proposal] | None = None  # a free drafter's, this step
         self._why: Why | None = None  # Auto: the last plan's reason
-        self._noted: tuple[str | None, int] = ("", 0)  # the drafter noted, steps since
+        self._noted: tuple[DrafterKind | None, int] = (None, -1)  # the drafter noted, since
         self._rest = 0  # Auto: steps left that look for no draft (Plan.rest)
-        self.risk = RiskBudget(opening_risk(cost))  # Auto: what this reply may still lose
+        self.risk = RiskBudget(opening_risk(cost.steps))  # Auto: what this reply may still lose
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
+        self._settings: dict[DrafterKind, DraftSettings] = {}
+        self._runtimes: list[ModelRuntime] = []  # the drafters' own llama contexts (clocks)
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _hist(self, extra: Sequence[int] = ()) -> list[int]:
-        return self.ctx[-self.p.repeat_last_n :] + list(extra) if self.warp.penalises else []
+        return self.ctx[-self.params.repeat_last_n :] + list(extra) if self.warp.penalises else []
 
     def _clocks(self) -> tuple[float, int]:
-        llama, rows = self.t.llama_s, self.t.host_rows
-        if self._drt is not None:
-            llama += self._drt.llama_s
-            rows += self._drt.host_rows
+        llama, rows = self.target.llama_s, self.target.host_rows
+        for rt in self._runtimes:
+            llama += rt.llama_s
+            rows += rt.host_rows
         return llama, rows
 
     def _push(
@@ -115,16 +132,16 @@ class Decoder:
     ) -> None:
         """Add `token` (from output row i) to the reply; _Finished when the reply ends here."""
         st = self.stats
-        if st.tokens >= self.p.max_tokens:
+        if st.tokens >= self.params.max_tokens:
             raise _Finished(FinishReason.LENGTH)
         self.ctx.append(token)
         self._produced += 1
-        t = self.t  # (its sets read directly: a call costs more right after a decode)
+        t = self.target  # (its sets read directly: a call costs more right after a decode)
         if token in t.eog:
             raise _Finished(FinishReason.STOP)
         self._ids.append(token)
         self._flags.append(from_draft)
-        if self.p.record_top2:
+        if self.params.record_top2:
             self._top2.append(t2 if t2 is not None else self.choose.top2(rows, i))
         st.tokens += 1
         if st.tokens == 1:
@@ -157,8 +174,7 @@ class Decoder:
     # -- the loop ---------------------------------------------------------------------------
     def run(self) -> Iterator[TokenEvent]:
         self._t0 = time.perf_counter()
-        self._clocks0 = self._clocks()
-        t = self.t
+        t = self.target
         if len(self.prompt) >= t.n_ctx:
             self.stats.note = (
                 f"the prompt ({len(self.prompt)} tokens) fills the {t.n_ctx}-token context"
@@ -166,16 +182,16 @@ class Decoder:
             yield self._event(FinishReason.CONTEXT)
             return
         self._check_rollback()
-        self.choose.setup(self.mode, self.model)
-        drafting = self.mode is not Mode.OFF
+        self._prepare_drafters()
+        self._clocks0 = self._clocks()
+        drafting = bool(self.drafters)
         try:
             self._prefill_and_first()
-            self._extend_drafters()
             yield self._event()
             while True:
                 if self.cancel():
                     raise _Finished(FinishReason.CANCELLED)
-                if self.stats.tokens >= self.p.max_tokens:
+                if self.stats.tokens >= self.params.max_tokens:
                     raise _Finished(FinishReason.LENGTH)
                 room = t.n_ctx - len(t.cache)
                 if room < 1:
@@ -186,31 +202,26 @@ class Decoder:
                     continue
                 step_start = time.perf_counter()
                 llama_start = self._llama_at_event  # nothing decodes between event and step
-                limit = min(room - 1, self.p.max_tokens - self.stats.tokens, ROWS_MAX - 1)
-                draft, kind, classes = self._draft(limit)  # (and each drafter's own cap)
-                k = len(draft.tokens)
+                limit = min(
+                    room - 1, self.params.max_tokens - self.stats.tokens, ROWS_MAX - 1
+                )  # (and each drafter's own cap)
+                drafter, sent, classes = self._draft(limit)
+                k = len(sent.tokens)
                 base = len(self.ctx)
-                try:
-                    if k:
-                        self._verify(draft, kind, classes)
-                        self.risk.step(self._produced, self.cost.step_units(kind, k))
-                    else:
-                        self._plain_step()
-                        self.risk.step(1, 1.0)
-                    if not k or kind != LOOKUP:
-                        self._judge_unsent(base)
-                finally:  # (a step that looked for no draft, a rest, leaves it to the next look)
-                    if self._proposal is not None:
-                        self._extend_drafters()
+                if drafter is not None and k:
+                    self._verify(drafter, sent, classes)
+                    self.risk.step(self._produced, self.cost.steps.step_units(drafter.kind, k))
+                else:
+                    self._plain_step()
+                    self.risk.step(1, 1.0)
+                self._judge_unsent(drafter if k else None, base)
                 ev = self._event()
                 wall, llama = time.perf_counter() - step_start, self._llama_at_event - llama_start
-                self.cost.observe_step(kind or None, k, wall, llama)
+                kind = drafter.kind if drafter is not None and k else None
+                self.cost.steps.observe_step(kind, k, wall, llama)
                 yield ev
         except _Finished as fin:
-            if self._why is not None:
-                self.stats.note = str(self._why)
-            elif self.mode is Mode.DRAFT and self.model is not None:
-                self.stats.note = self.cost.draft_mode_note(self.model.k_max)
+            self._closing_note()
             if fin.reason is not FinishReason.STOP or not self._text.stopped:
                 self._text.flush()
             yield self._event(fin.reason)
@@ -224,48 +235,77 @@ class Decoder:
             # Keep the caches consistent with what was actually decoded, whatever happened.
             t.truncate(max(len(self.prompt), len(self.ctx) - 1))
             if not drafting:  # the decode phase's passes were all plain steps
-                self.cost.observe_plain(self.stats.target_steps, self.stats.decode_llama_s)
+                self.cost.steps.observe_plain(self.stats.target_steps, self.stats.decode_llama_s)
+
+    def _closing_note(self) -> None:
+        """Auto's last reason, or what a costly drafter's own mode was worth here."""
+        if self._why is not None:
+            self.stats.note = str(self._why)
+        elif self.mode is not Mode.AUTO and self.drafters and self.drafters[0].costly:
+            d = self.drafters[0]
+            self.stats.note = self.cost.draft_mode_note(d.kind, self.params.k_max)
 
     def _check_rollback(self) -> None:
-        """Speculation needs both caches to roll back; recurrent and hybrid models cannot."""
-        if self.mode is Mode.OFF:
+        """Speculation needs the target's cache and each drafter's state to roll back; a model
+        whose recurrent state cannot be rolled back on this build drafts nothing."""
+        if not self.drafters:
             return
-        blocked = None
-        if not self.t.can_rollback:
-            blocked = self.t
-        elif self.mode in (Mode.DRAFT, Mode.AUTO) and self.model and not self.model.rt.can_rollback:
-            blocked = self.model.rt
-            if self.mode is Mode.AUTO:
-                self.model = None  # Auto can still use lookup
-                blocked = None
+        blocked: ModelRuntime | None = None
+        if not self.target.can_rollback:
+            blocked = self.target
+        else:
+            usable = []
+            for d in self.drafters:
+                rt = d.runtime
+                if rt is None or rt.can_rollback:
+                    usable.append(d)
+                elif self.mode is not Mode.AUTO:  # the user's own drafter cannot run
+                    blocked = rt
+            if blocked is None:
+                self.drafters = usable  # Auto goes on with the others
         if blocked is not None:
             name = blocked.info.display_name or blocked.path.stem
             self.stats.note = NO_ROLLBACK_NOTE.format(name=name)
+            self.drafters = []
             self.mode = Mode.OFF
             self.stats.mode = Mode.OFF.value
+
+    def _prepare_drafters(self) -> None:
+        """The draft chains on the drafters' runtimes and each costly drafter's settings."""
+        p = self.params
+        drafting = [d.runtime for d in self.drafters if d.runtime is not None]
+        idle = [d.runtime for d in self._loaded if d.runtime is not None]
+        self.choose.setup(drafting, [rt for rt in idle if rt not in drafting])
+        self._runtimes = drafting
+        for d in self.drafters:
+            if not d.costly:
+                self._settings[d.kind] = DraftSettings(more=self._worth_more)
+                continue
+            n_vocab = d.runtime.n_vocab if d.runtime is not None else self.target.n_vocab
+            warp = Warp(p, n_vocab, slots=p.k_max)
+            self._settings[d.kind] = DraftSettings(warp, self.rng, p.p_min, p.repeat_last_n)
+
+    def _worth_more(self, first: Proposal) -> bool:
+        return self.cost.would_draft(DrafterKind.LOOKUP, first.classes())
 
     def _prefill_and_first(self) -> None:
         """Decode what the cache lacks of the prompt and choose the first token from it. What
         the first choice needs is remembered, so a regenerate of the same prompt decodes
         nothing. At T > 0 the first token is drawn on the host (from llama.cpp's probabilities
         when its sampler runs in the graph), so a seed gives the same reply cold or warm."""
-        t = self.t
+        t = self.target
         n = len(self.prompt)
         key = self.choose.first_key()
         first_input = t.recall(n, key) if t.common_prefix(self.prompt) >= n else None
-        if first_input is None or not t.truncate(n):
+        if not isinstance(first_input, First) or not t.truncate(n):
             t.truncate(min(t.common_prefix(self.prompt), n - 1))
             rows = t.decode(self.prompt[len(t.cache) :], logits_for="last", cancel=self.cancel)
             first_input = self.choose.first_input(rows)
             t.remember(n, key, first_input)
         self.stats.prefill_s = time.perf_counter() - self._t0
-        if self.model is not None and self.mode is not Mode.OFF:
-            self.model.begin(self.prompt)
-        if self.mode in (Mode.LOOKUP, Mode.AUTO):
-            self.lookup.begin(self.prompt)
-        self._lookup_seen = len(self.prompt)
+        for d in self.drafters:
+            d.begin(self.prompt)
         # The first token comes straight from the prefill: no draft work delays it.
-        assert isinstance(first_input, First)
         row = first_input.row[None, :] if first_input.row is not None else self._no_rows
         if first_input.token is not None:
             first = first_input.token
@@ -275,117 +315,129 @@ class Decoder:
             first = self.choose.choose(row, 0)
         self._push(first, False, row, -1, first_input.top2)
 
-    def _extend_drafters(self) -> None:
-        """Tell the n-gram drafter about the tokens emitted since it last looked."""
-        if self.mode in (Mode.LOOKUP, Mode.AUTO) and len(self.ctx) > self._lookup_seen:
-            self.lookup.extend(self.ctx[self._lookup_seen :])
-            self._lookup_seen = len(self.ctx)
-
-    def _judge_unsent(self, base: int) -> None:
-        """A lookup proposal not verified is judged anyway by the token the step emitted at
-        its first (evidence for free: the estimates learn where they let nothing through)."""
-        prop = self._proposal
-        if prop is not None and prop.tokens and len(self.ctx) > base:
+    def _judge_unsent(self, sent_by: Drafter | None, base: int) -> None:
+        """A free drafter's proposal not verified is judged anyway by the token the step
+        emitted at its first (evidence for free: the estimates learn where they let nothing
+        through)."""
+        offer = self._offer
+        if offer is None or offer[0] is sent_by:
+            return
+        d, prop = offer
+        if prop.tokens and len(self.ctx) > base:
             right = self.ctx[base] == prop.tokens[0]
-            self.cost.observe_accept(LOOKUP, [prop.first_class()], 1, int(right))
+            self.cost.observe_accept(d.kind, [prop.first_class()], 1, int(right))
 
     def _plain_step(self, learn: bool = True) -> None:
-        t, before, pick = self.t, self.t.llama_s, self.choose.graph_token
+        t, before, pick = self.target, self.target.llama_s, self.choose.graph_token
         rows = t.decode([self.ctx[-1]], logits_for="last")
         if learn:
-            self.cost.observe_target(1, t.llama_s - before)
+            self.cost.steps.observe_target(1, t.llama_s - before)
         try:
             self._push(pick(0) if pick else self.choose.choose(rows, 0), False, rows, -1)
         finally:  # a pass that read only the end token is not in the decode phase (_event)
             self.stats.target_steps += bool(self._ids)
 
-    def _draft(self, limit: int) -> tuple[Draft, str, list[str]]:
-        """The draft for this step (possibly empty), which drafter made it, and the acceptance
-        class of each drafted token (for the cost model's calibration)."""
-        none = Draft([], None)
-        self._proposal = None
-        if limit < 1 or self.mode is Mode.OFF:
-            return none, "", []
-        if self.mode is Mode.DRAFT:
-            assert self.model is not None
-            return self._model_draft(min(limit, self.model.k)), DRAFT, [""]
-        limit = min(limit, self.p.lookup_k_max)
-        if self.mode is Mode.AUTO:  # no walk past what the reply can risk (risk.py)
-            if self._rest:  # the last plan found lookup far from paying
-                self._rest -= 1
-                return none, "", []
-            limit = max(1, longest_within(self.cost, self.risk.left, limit))
-        self._extend_drafters()  # the tokens of steps that looked for no draft
-        prop = self.lookup.propose(
-            limit,
-            more=lambda first: self.cost.would_draft(LOOKUP, first.classes()),
-        )
-        cap = copy_cap(self.cost.curve, prop.context[0]) if prop.tokens else 0  # see risk.py
-        classes = prop.classes()[:cap]
-        alphas = self.cost.acceptances(LOOKUP, classes)
-        self._proposal = prop
-        if self.mode is Mode.LOOKUP:
-            k = self.cost.chosen_chain(LOOKUP, alphas)
-            self.stats.k_current = k
-            return self._lookup_draft(prop, k), LOOKUP, classes
+    # -- drafting ---------------------------------------------------------------------------
+    def _draft(self, limit: int) -> tuple[Drafter | None, Proposal, list[str]]:
+        """The drafter chosen for this step and its draft (possibly empty), with the
+        acceptance class of each drafted token (for the cost model's calibration)."""
+        none = Proposal()
+        self._offer = None
+        if limit < 1:
+            return None, none, []
+        if self.mode is not Mode.AUTO:
+            return self._own_mode(self.drafters[0], limit)
+        limit = min(limit, self.params.lookup_k_max)
+        if self._rest:  # the last plan found every drafter far from paying
+            self._rest -= 1
+            return None, none, []
+        # no walk past what the reply can risk (risk.py)
+        limit = max(1, longest_within(self.cost.steps, self.risk.left, limit))
+        lookup: Drafter | None = None
+        prop, classes = none, list[str]()
+        costly: list[Costly] = []
+        for d in self.drafters:
+            if d.costly:
+                max_k = min(limit, self.params.k_max)
+                costly.append(Costly(d.kind, max_k, d.lag(len(self.ctx))))
+            else:  # (one free drafter: lookup)
+                lookup = d
+                prop, classes = self._look(d, limit)
         plan = self.cost.plan(
             lookup_classes=classes,
-            lookup_alphas=alphas,
-            draft_ok=self.model is not None,
+            lookup_alphas=self.cost.acceptances(DrafterKind.LOOKUP, classes),
             max_k=limit,
-            draft_max_k=min(limit, self.p.k_max),
-            draft_lag=0 if self.model is None else len(self.ctx) - len(self.model.rt.cache),
+            costly=costly,
             max_loss=self.risk.left,
             produced=self.stats.tokens,
         )
         # the reason: formatted on a new choice and every NOTE_EVERY steps (the window polls it)
         self._why, (last, since) = plan.why, self._noted
-        fresh = plan.drafter != last or since >= NOTE_EVERY
+        fresh = plan.drafter != last or since >= NOTE_EVERY or since < 0
         self._noted = (plan.drafter, 0 if fresh else since + 1)
         if fresh:
             self.stats.note = plan.reason
         self.stats.k_current, self._rest = plan.k, plan.rest
-        if plan.drafter == LOOKUP:
-            return self._lookup_draft(prop, plan.k), LOOKUP, classes
-        if plan.drafter == DRAFT:
-            return self._model_draft(plan.k), DRAFT, [""]
-        return none, "", []
+        if plan.drafter is None:
+            return None, none, []
+        if lookup is not None and plan.drafter is lookup.kind:
+            return lookup, self._sent(prop.cut(plan.k)), classes
+        chosen = next(d for d in self.drafters if d.kind is plan.drafter)
+        return chosen, self._run_costly(chosen, plan.k), [""]
 
-    def _lookup_draft(self, prop: Proposal, k: int) -> Draft:
-        if k:
-            self.stats.source = prop.source
-        return self.lookup.draft(prop, k)
-
-    def _model_draft(self, k: int) -> Draft:
-        d = self.model
-        assert d is not None
+    def _own_mode(self, d: Drafter, limit: int) -> tuple[Drafter | None, Proposal, list[str]]:
+        """The user's drafter: a costly one drafts as far as it adapts to, a free one as far
+        as the cost model finds worth verifying (and now and then a little further)."""
+        if d.costly:
+            return d, self._run_costly(d, min(limit, d.k)), [""]
+        prop, classes = self._look(d, min(limit, self.params.lookup_k_max))
+        k = self.cost.chosen_chain(d.kind, self.cost.acceptances(d.kind, classes))
         self.stats.k_current = k
-        self.stats.source = "draft model"
-        t0, p = time.perf_counter(), self.p
-        draft = d.propose(
-            self.ctx, k, warp=self.dwarp, rng=self.rng, p_min=p.p_min, history_tail=p.repeat_last_n
-        )
-        self.cost.observe_draft(max(len(draft.tokens), 1), time.perf_counter() - t0 - d.catch_up_s)
+        return d, self._sent(prop.cut(k)), classes
+
+    def _look(self, d: Drafter, limit: int) -> tuple[Proposal, list[str]]:
+        """A free drafter's offer (kept to be judged even if not sent) and the classes of the
+        part of it worth risking on this copy (risk.copy_cap)."""
+        limit = min(limit, self.params.lookup_k_max)
+        prop = d.propose(self.ctx, limit, self._settings[d.kind])
+        self._offer = (d, prop)
+        if not prop.tokens:
+            return prop, []
+        cap = copy_cap(self.cost.steps.curve, prop.copy_match())
+        return prop, prop.classes()[:cap]
+
+    def _sent(self, draft: Proposal) -> Proposal:
+        if draft.tokens:
+            self.stats.source = draft.source
         return draft
 
-    def _verify(self, draft: Draft, kind: str, classes: list[str]) -> None:
-        t, st = self.t, self.stats
+    def _run_costly(self, d: Drafter, k: int) -> Proposal:
+        """A costly drafter's k tokens, its drafting time learned (its catch-up apart)."""
+        self.stats.k_current = k
+        t0 = time.perf_counter()
+        draft = d.propose(self.ctx, k, self._settings[d.kind])
+        spent = time.perf_counter() - t0 - d.catch_up_s
+        self.cost.steps.observe_draft(d.kind, max(len(draft.tokens), 1), spent)
+        return self._sent(draft)
+
+    # -- verifying --------------------------------------------------------------------------
+    def _verify(self, drafter: Drafter, draft: Proposal, classes: list[str]) -> None:
+        t, st = self.target, self.stats
         tokens = draft.tokens
         k = len(tokens)
         base = len(self.ctx)  # position of the first drafted token
         before = t.llama_s
         rows = t.decode([self.ctx[-1], *tokens], logits_for="all")
-        self.cost.observe_target(k + 1, t.llama_s - before)
+        self.cost.steps.observe_target(k + 1, t.llama_s - before)
         st.target_steps += 1
         st.verify_steps += 1
         m, nxt = self.choose.judge(rows, draft)
-        self.cost.observe_accept(kind, classes, k, m)
-        if kind == LOOKUP and self._proposal is not None:
-            self.lookup.feedback(self._proposal, k, m)
-        if kind == DRAFT and self.model is not None:
-            self.model.feedback(k, m)
-        # Emit the accepted drafts and the target's token, then roll both caches back to ctx +
-        # them (a model that cannot cut its cache decodes them again once the rows are read).
+        self.cost.observe_accept(drafter.kind, classes, k, m)
+        offer = self._offer
+        drafter.feedback(offer[1] if offer is not None and offer[0] is drafter else draft, k, m)
+        # Emit the accepted drafts and the target's token, then roll the target and the
+        # drafter back to ctx + them (a model that cannot cut its cache decodes them again
+        # once the rows are read).
         try:
             for i in range(m):
                 self._push(tokens[i], True, rows, i)
@@ -393,8 +445,7 @@ class Decoder:
         finally:
             if not t.truncate(base + m):
                 t.decode(self.ctx[:base] + tokens[:m], logits_for="none")
-            if kind == DRAFT and self.model is not None:
-                self.model.rollback(base + m)
-            j, prop = self._produced, self._proposal
-            from_history = kind == LOOKUP and prop is not None and prop.source == HISTORY
+            drafter.rollback(base + m)
+            j = self._produced
+            from_history = draft.source == HISTORY
             st.count_verification(k if j > m else j, min(m, j), j, from_history)  # all sent

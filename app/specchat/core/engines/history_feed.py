@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specchat.core.decoding.history_index import HistoryIndex
+from specchat.core.decoding.drafters.history_index import HistoryIndex
 from specchat.core.state.history import History
 from specchat.core.units import format_bytes, format_count
 

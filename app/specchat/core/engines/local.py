@@ -13,17 +13,18 @@ from pathlib import Path
 
 from specchat.core.decoding.chat_template import ChatTemplate, Message
 from specchat.core.decoding.config import RuntimeFacts, adjust_config
-from specchat.core.decoding.cost_curve import (
+from specchat.core.decoding.decoder import Decoder
+from specchat.core.decoding.drafters.base import Drafter, DrafterKind
+from specchat.core.decoding.drafters.draft_model import ModelDrafter
+from specchat.core.decoding.drafters.history_index import HistoryIndex
+from specchat.core.decoding.drafters.ngram import NgramDrafter
+from specchat.core.decoding.pricing.cost_curve import (
     GREEDY_CHAIN,
     CostCurve,
     measure_cost_curve,
     measure_host_floor,
 )
-from specchat.core.decoding.cost_model import CostModel
-from specchat.core.decoding.decoder import Decoder
-from specchat.core.decoding.draft_model import ModelDrafter
-from specchat.core.decoding.history_index import HistoryIndex
-from specchat.core.decoding.ngram import NgramDrafter
+from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
 from specchat.core.engines.base import Cancel, OneReplyAtATime, cancel_check
 from specchat.core.gguf.compat import draft_size_warning, require_compatible
@@ -127,10 +128,13 @@ class Engine(OneReplyAtATime):
         return self.target.config.n_gpu_layers != 0 and gpu_offload_supported()
 
     def _new_cost_model(self) -> CostModel:
-        ratio = 0.45
+        """Auto's pricing for this pair; a draft model's cost is guessed from its size until
+        it has been timed."""
+        prior: dict[str, float] = {}
         if self.draft is not None:
             ratio = min(1.0, self.draft.size_bytes / max(self.target.size_bytes, 1))
-        return CostModel(gpu=self.target_on_gpu, draft_cost_ratio=ratio, curve=self.cost_curve)
+            prior[DrafterKind.MODEL] = ratio
+        return CostModel(gpu=self.target_on_gpu, draft_cost=prior, curve=self.cost_curve)
 
     def measure_cost_curve(
         self,
@@ -276,8 +280,7 @@ class Engine(OneReplyAtATime):
             prompt,
             params,
             mode,
-            model=self._model_drafter,
-            lookup=self._lookup,
+            drafters=self._drafters(),
             cost=self.cost,
             cancel=cancel,
         )
@@ -292,6 +295,13 @@ class Engine(OneReplyAtATime):
                     refit = time.perf_counter() + REFIT_S
         finally:
             self._others.mark()
+
+    def _drafters(self) -> list[Drafter]:
+        """Every drafter loaded, lookup first (the decoder keeps those the mode allows)."""
+        out: list[Drafter] = [self._lookup]
+        if self._model_drafter is not None:
+            out.append(self._model_drafter)
+        return out
 
     def _fit_threads(self) -> int:
         """The CPU threads to decode with now: fewer than the models were loaded with while

@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from specchat.core.bench.compare import run_comparison
 from specchat.core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
-from specchat.core.decoding.cost_curve import CostCurve
+from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.engines.history_feed import HistoryFeed
 from specchat.core.engines.local import Engine, Message
 from specchat.core.types import GenerationParams, Mode

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from specchat.core.decoding.drafting import Draft
-from specchat.core.decoding.history_index import GRAM, HistoryIndex
+from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings, Proposal
+from specchat.core.decoding.drafters.history_index import GRAM, HistoryIndex
 
 Key = tuple[int, ...]
 
@@ -47,10 +47,10 @@ OPENING = "o-"  # the class prefix of an opening guess (Proposal.opening)
 
 
 @dataclass
-class Proposal:
-    """A candidate draft: tokens, the raw confidence and the context length behind each."""
+class LookupProposal(Proposal):
+    """A candidate lookup draft: tokens, the raw confidence and the context length behind each
+    (its tokens' acceptance classes come from both)."""
 
-    tokens: list[int] = field(default_factory=list)
     confidence: list[float] = field(default_factory=list)
     context: list[int] = field(default_factory=list)  # match length behind each token
     keys: list[Key] = field(default_factory=list)  # its n-gram (conversation drafts)
@@ -64,6 +64,9 @@ class Proposal:
         h = self.source == HISTORY
         rest = zip(self.confidence[1:], self.context[1:], strict=True)
         return [self.first_class(), *(confidence_class(c, n, history=h) for c, n in rest)]
+
+    def copy_match(self) -> int:
+        return self.context[0] if self.context else 0
 
     def first_class(self) -> str:
         """The first token's class (of a proposal with tokens): an opening's is prefixed."""
@@ -118,7 +121,11 @@ def confidence_class(confidence: float, match: int, *, history: bool = False) ->
 
 
 class NgramDrafter:
-    kind = "lookup"
+    kind = DrafterKind.LOOKUP
+    costly = False
+    name = "lookup"
+    catch_up_s = 0.0  # looking up costs no model time
+    runtime = None  # (no llama context of its own)
 
     def __init__(
         self,
@@ -265,12 +272,33 @@ class NgramDrafter:
         row = self._refuted.get(key)
         return row.get(token, 0) if row else 0
 
+    # -- the drafter interface (drafters.base.Drafter) ---------------------------------------
     def propose(
+        self, context: Sequence[int], limit: int, settings: DraftSettings
+    ) -> LookupProposal:
+        """Up to `limit` tokens after `context`, which extends the text the index holds (the
+        decoder's conversation: `begin` aligned them at the reply's start); the tokens added
+        since the last look are indexed first. `settings.more` is asked after the first few."""
+        if len(context) > len(self._tokens):
+            self.extend(context[len(self._tokens) :])
+        return self.look(limit, more=settings.more)
+
+    def rollback(self, kept: int) -> None:
+        """Nothing to undo: the index only ever holds tokens the conversation kept."""
+
+    def lag(self, context_len: int) -> int:
+        return 0
+
+    @property
+    def k(self) -> int:
+        return self.k_max
+
+    def look(
         self,
         k: int | None = None,
         stop_below: float = 0.02,
-        more: Callable[[Proposal], bool] | None = None,
-    ) -> Proposal:
+        more: Callable[[LookupProposal], bool] | None = None,
+    ) -> LookupProposal:
         """Up to k tokens continuing the text, with their confidences: from this conversation,
         or else from the earlier ones. Drafting stops once the chance that every token so far
         is right drops below `stop_below`. With `more`, the first FIRST_LOOK tokens come
@@ -283,7 +311,7 @@ class NgramDrafter:
                 return out
         return self._propose(limit, stop_below)
 
-    def _propose(self, limit: int, stop_below: float) -> Proposal:
+    def _propose(self, limit: int, stop_below: float) -> LookupProposal:
         out = self._from_conversation(limit, stop_below)
         if not out.tokens and self.history is not None and self.history.documents:
             out = self._from_history(limit)
@@ -291,10 +319,10 @@ class NgramDrafter:
         self._said = out.tokens
         return out
 
-    def _from_conversation(self, limit: int, stop_below: float) -> Proposal:
+    def _from_conversation(self, limit: int, stop_below: float) -> LookupProposal:
         toks = self._tokens
         tail = toks[-self.n_max :]
-        out = Proposal()
+        out = LookupProposal()
         chance, run, pos = 1.0, 0, -1  # the span being followed: its match, its next index
         top = self.n_max
         if self._longest is not None:  # the longest context's bound (_best)
@@ -331,26 +359,27 @@ class NgramDrafter:
             run, pos, top = run + 1, (pos + 1 if pos >= 0 else -1), top + 1
         return out
 
-    def _from_history(self, limit: int) -> Proposal:
+    def _from_history(self, limit: int) -> LookupProposal:
         """The continuation of the span of the earlier conversations the reply is copying (the
         one followed since the last step, or one found from the text's last tokens)."""
         hist, toks = self.history, self._tokens
-        assert hist is not None
+        if hist is None:
+            return LookupProposal(source=HISTORY)
         if self._anchor is not None:
             at, since = self._anchor
             copied = toks[since:]
             if hist.matches(at, copied):
                 tokens = hist.continuation(at + len(copied), limit)
                 if tokens:
-                    out = Proposal(source=HISTORY, at=at + len(copied))
+                    out = LookupProposal(source=HISTORY, at=at + len(copied))
                     for j, t in enumerate(tokens):
                         out.add(t, 1.0, GRAM + len(copied) + j)
                     return out
             self._anchor = None
         found = hist.propose(toks, limit)
         if found is None:
-            return Proposal(source=HISTORY)
-        out = Proposal(source=HISTORY, at=found.at)
+            return LookupProposal(source=HISTORY)
+        out = LookupProposal(source=HISTORY, at=found.at)
         conf = found.support / found.seen
         for j, t in enumerate(found.tokens):
             out.add(t, conf if j == 0 else 1.0, GRAM + j)
@@ -359,6 +388,8 @@ class NgramDrafter:
     def feedback(self, proposal: Proposal, drafted: int, accepted: int) -> None:
         """The target judged `drafted` tokens of the proposal and accepted the first
         `accepted`: remember a refusal for its context; follow a span of the history."""
+        if not isinstance(proposal, LookupProposal):
+            raise TypeError("lookup feedback is about a lookup proposal")
         if proposal.source == HISTORY:
             if drafted and accepted:
                 self._anchor = (proposal.at, len(self._tokens))
@@ -370,12 +401,9 @@ class NgramDrafter:
             row = self._refuted.setdefault(key, {})
             row[t] = row.get(t, 0) + 1
 
-    def draft(self, proposal: Proposal, k: int) -> Draft:
-        return Draft(proposal.tokens[:k], None)
-
     # llama-cpp-python's LlamaDraftModel contract (used by the benchmark's stock peer)
     def __call__(self, input_ids: npt.NDArray[np.intc], /, **kwargs: Any) -> npt.NDArray[np.intc]:
         self.begin([int(t) for t in input_ids])
         k = int(kwargs.get("num_pred_tokens", self.k_max))
-        prop = self.propose(k, stop_below=0.3)
+        prop = self.look(k, stop_below=0.3)
         return np.asarray(prop.tokens, dtype=np.intc)

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from specchat.core.decoding.backend_sampler import TOP_K
 from specchat.core.decoding.candidates import penalised as pen_value
 from specchat.core.decoding.dist import Dist, ListedDist, Uniform, sample, sample_listed
-from specchat.core.decoding.drafting import Draft
+from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings, Proposal
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp_listed
 
@@ -27,7 +27,10 @@ class ModelDrafter:
     context. Only the tokens past the point of divergence are decoded again.
     """
 
-    kind = "draft"
+    kind = DrafterKind.MODEL
+    costly = True
+    name = "draft model"
+    DRAFT_EMA_KEEP = 0.7  # the running mean of accepted tokens: the old value's share
 
     def __init__(self, runtime: ModelRuntime, *, k_init: int = 4, k_max: int = 8) -> None:
         self.rt = runtime
@@ -35,6 +38,13 @@ class ModelDrafter:
         self.k = k_init
         self._ema = float(k_init)  # running mean of accepted tokens per step
         self.catch_up_s = 0.0  # the last proposal's decoding of tokens it had not seen
+
+    @property
+    def runtime(self) -> ModelRuntime:
+        return self.rt
+
+    def lag(self, context_len: int) -> int:
+        return context_len - len(self.rt.cache)
 
     def reset(self, k_init: int, k_max: int) -> None:
         self.k_max, self.k, self._ema = k_max, k_init, float(k_init)
@@ -53,18 +63,9 @@ class ModelDrafter:
         self.rt.use_sampler(None)
         self.begin(context)
         k = int(kwargs.get("num_pred_tokens", self.k))
-        return np.asarray(self.propose(context, k, warp=None).tokens, dtype=np.intc)
+        return np.asarray(self.propose(context, k, DraftSettings()).tokens, dtype=np.intc)
 
-    def propose(
-        self,
-        context: Sequence[int],
-        k: int,
-        *,
-        warp: Warp | None,
-        rng: Uniform | None = None,
-        p_min: float = 0.0,
-        history_tail: int = 64,
-    ) -> Draft:
+    def propose(self, context: Sequence[int], k: int, settings: DraftSettings) -> Proposal:
         """Draft up to k tokens after `context`, whose prefix the cache already holds.
 
         Greedy: each token is the draft's (penalised) argmax, and drafting stops when its
@@ -73,9 +74,10 @@ class ModelDrafter:
         With llama.cpp's backend sampler attached (the decoder decides), q is the draft's top
         candidates, as llama.cpp's own draft sampler has it: no logits row is read."""
         rt = self.rt
+        warp, rng, p_min = settings.warp, settings.rng, settings.p_min
         k = min(k, rt.n_ctx - len(context))
         if k <= 0 or not context:
-            return Draft([], None)
+            return Proposal(source=self.name)
         keep = len(rt.cache)
         if keep >= len(context):  # nothing new to decode: step back one token for its logits
             keep = len(context) - 1
@@ -86,35 +88,37 @@ class ModelDrafter:
         # cost model's per-token drafting time is not a prefill's
         self.catch_up_s = time.perf_counter() - start if len(context) - keep > 1 else 0.0
         backend = rt.sampler.active
-        sampled = warp is not None and not warp.greedy
+        draw: tuple[Warp, Uniform] | None = None  # sampled: the warp and the numbers drawn
+        if warp is not None and not warp.greedy:
+            if rng is None:
+                raise ValueError("a sampled draft needs the reply's uniform numbers (rng)")
+            draw = (warp, rng)
+        sampled = draw is not None
         penalised = warp is not None and warp.penalises
-        hist = list(context[-history_tail:]) if penalised else []
+        hist = list(context[-settings.history_tail :]) if penalised else []
         listed = backend is not None and backend.kind == TOP_K
         pen = _Window(hist, warp.last_n) if listed and penalised and warp is not None else None
         tokens: list[int] = []
         qs: list[Dist] = []
         for i in range(k):
             if listed:
-                assert warp is not None or not sampled
-                got = self._from_top(warp, pen, p_min, rng if sampled else None)
+                got = self._from_top(warp, pen, p_min, draw)
                 if got is None:
                     break
                 t, q = got
                 if q is not None:
                     qs.append(q)
-            elif backend is not None and sampled:
-                assert rng is not None
-                got = self._from_chain(rng, p_min)
+            elif backend is not None and draw is not None:
+                got = self._from_chain(draw[1], p_min)
                 if got is None:
                     break
                 t, q = got
                 qs.append(q)
-            elif sampled:
-                assert warp is not None and rng is not None
-                q = warp.dist(row[-1], hist, slot=i)
+            elif draw is not None:
+                q = draw[0].dist(row[-1], hist, slot=i)
                 if q.top_prob() < p_min:
                     break
-                t = sample(q, rng)
+                t = sample(q, draw[1])
                 qs.append(q)
             else:
                 z = row[-1] if warp is None else warp.logits(row[-1], hist)
@@ -130,7 +134,7 @@ class ModelDrafter:
                 row = rt.decode([t], logits_for="last")
             else:
                 break
-        return Draft(tokens, qs if sampled else None)
+        return Proposal(tokens, qs if sampled else None, self.name)
 
     def _from_chain(self, rng: Uniform, p_min: float) -> tuple[int, Dist] | None:
         """The next draft token drawn on the host from the draft's distribution as its DIST
@@ -154,11 +158,11 @@ class ModelDrafter:
         warp: Warp | None,
         pen: _Window | None,
         p_min: float,
-        rng: Uniform | None,
+        draw: tuple[Warp, Uniform] | None,
     ) -> tuple[int, Dist | None] | None:
         """The next draft token from the draft's top candidates (llama.cpp's TOP_K chain), the
         repeat penalty (the ids in `pen`) applied to them on the host; None when the draft is
-        not confident. `rng`: sampled (q is the warp over the candidates), else greedy."""
+        not confident. `draw`: sampled (q is the warp over the candidates), else greedy."""
         cands, logits = self.rt.sampler.top(-1)  # fresh lists, changed in place below
         # Plain loops, not comprehensions: right after a decode every frame's code comes from
         # memory (6b7a6f7: 365 -> 304 us a call at T = 1 with a penalty).
@@ -168,7 +172,7 @@ class ModelDrafter:
                 if c in held:
                     logits[j] = pen_value(logits[j], f)
         top = max(logits)
-        if rng is None:
+        if draw is None:
             if p_min > 0.0:
                 mass = 0.0
                 for z in logits:
@@ -176,7 +180,7 @@ class ModelDrafter:
                 if mass * p_min > 1.0:  # the best candidate's probability is 1 / mass
                     return None
             return cands[logits.index(top)], None
-        assert warp is not None
+        warp, rng = draw
         if warp.cuts(len(cands)):
             ids, ps = sparse_warp_listed(warp, cands, logits)
             if ps[0] < p_min:
@@ -195,11 +199,12 @@ class ModelDrafter:
             cands, logits, total, warp.n_vocab
         )
 
-    def feedback(self, drafted: int, accepted: int) -> None:
+    def feedback(self, proposal: Proposal, drafted: int, accepted: int) -> None:
         """Adapt the draft length to the observed acceptance: aim one past the mean run."""
         if drafted == 0:
             return
-        self._ema = 0.7 * self._ema + 0.3 * accepted
+        keep = self.DRAFT_EMA_KEEP
+        self._ema = keep * self._ema + (1.0 - keep) * accepted
         self.k = max(1, min(self.k_max, math.ceil(self._ema) + 1))
 
 

@@ -16,14 +16,13 @@ Where verifying is nearly free (a GPU, a flat curve) a refusal loses nothing: ne
 
 from __future__ import annotations
 
-from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.drafting import LOOKUP
-from specchat.core.decoding.step_costs import StepCosts
+from specchat.core.decoding.drafters.base import DrafterKind
+from specchat.core.decoding.pricing.cost_curve import CostCurve
+from specchat.core.decoding.pricing.step_costs import StepCosts
+from specchat.core.decoding.pricing.tuning import SHARE, SLOW_START, START
 
-SLOW_START = 2  # the longest lookup draft on a copy not yet shown to go on
+LOOKUP = DrafterKind.LOOKUP
 NO_CAP = 1 << 30
-START = 1.7  # one-token decodes a reply may lose before it has won anything (a 2-token draft)
-SHARE = 0.01  # and this share of every token it has produced
 
 
 def copy_cap(curve: CostCurve | None, match: int) -> int:

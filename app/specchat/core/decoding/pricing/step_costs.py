@@ -4,7 +4,7 @@ Measured online, in seconds:
 - the target's decode time for a batch of n tokens, t(n) = t1 * c(n): c is the cost curve
   measured on this machine (`cost_curve`; `CostCurve.flat()` for an idealised GPU, every n costing
   one token's time), or, until one is given, a line c(n) = 1 + beta * (n - 1) fitted online;
-- the draft model's time per drafted token (n-gram lookup costs nothing);
+- a costly drafter's time per drafted token (a draft model, an MTP head; lookup costs nothing);
 - the host's own work per step beyond llama_decode (choosing tokens, building the event);
 - whole steps, per drafter: a decayed ratio of what they took to what the parts predict.
 
@@ -19,14 +19,27 @@ against plain decoding at 1 / (t(1) + host).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
-from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.drafting import DRAFT, LOOKUP
+from specchat.core.decoding.drafters.base import DrafterKind
+from specchat.core.decoding.pricing.cost_curve import CostCurve
+from specchat.core.decoding.pricing.tuning import (
+    BATCH_MAX_PER_TOKEN,
+    BETA_CPU,
+    BETA_GPU,
+    BETA_KEEP,
+    CATCH_UP_PER_TOKEN,
+    DRAFT_COST_PRIOR,
+    DRAFT_TOKEN_KEEP,
+    HOST_KEEP,
+    STEP_RATIO_KEEP,
+    STEP_RATIO_RANGE,
+    T1_KEEP,
+)
 
 INF = float("inf")
-T1_KEEP = 0.8  # the one-token time's decay: the old value's share at each observed decode
+LOOKUP = DrafterKind.LOOKUP
 _Self = TypeVar("_Self", bound="StepCosts")
 
 
@@ -34,14 +47,20 @@ class StepCosts:
     """Online timing for one engine: what a plain step and a speculative one cost."""
 
     def __init__(
-        self, *, gpu: bool = False, draft_cost_ratio: float = 0.45, curve: CostCurve | None = None
+        self,
+        *,
+        gpu: bool = False,
+        draft_cost: Mapping[str, float] | None = None,
+        curve: CostCurve | None = None,
     ) -> None:
         self.t1: float | None = None  # seconds for a one-token target decode
         # extra cost per extra token in a batch, relative to t1 (a CPU's decode is compute-bound)
-        self._beta_num, self._beta_den = 0.05 if gpu else 0.35, 1.0
-        self.draft_token: float | None = None  # seconds per drafted token (draft model)
-        self.draft_trials = 0
-        self._draft_ratio = draft_cost_ratio  # prior: draft cost / target cost (by file size)
+        self._beta_num, self._beta_den = BETA_GPU if gpu else BETA_CPU, 1.0
+        # per costly drafter: seconds per drafted token, and how many drafts timed it
+        self.draft_token: dict[str, float] = {}
+        self.draft_trials: dict[str, int] = {}
+        # prior per costly drafter: its time per token / the target's (a draft model: by size)
+        self._draft_ratio = {**DRAFT_COST_PRIOR, **(draft_cost or {})}
         self.host: float | None = None  # host seconds per step outside llama_decode (plain)
         self.step_ratio: dict[str, float] = {}  # per drafter: measured step / predicted step
         self.idle: dict[str, int] = {}  # per drafter: steps since it last ran
@@ -78,7 +97,7 @@ class StepCosts:
         """Fix the timing figures (acceptance is still learned): draft lengths that depend on
         the text alone, for runs reproducible across machines (exactness tests, examples)."""
         self.t1, self._beta_num, self._beta_den, self.host = t1, beta, 1.0, host
-        self.draft_token = self._draft_ratio * t1
+        self.draft_token = {kind: ratio * t1 for kind, ratio in self._draft_ratio.items()}
         self.learn_timing = False
         return self
 
@@ -102,9 +121,9 @@ class StepCosts:
         x = n_tokens - 1
         # One noisy measurement (another program on the machine) must not swing the model:
         # a batch costs at least one token's time and at most 2.5x per extra token.
-        ratio = min(max(seconds / self.t1, 1.0), 1.0 + 2.5 * x)
-        self._beta_num = 0.95 * self._beta_num + (ratio - 1.0) * x
-        self._beta_den = 0.95 * self._beta_den + x * x
+        ratio = min(max(seconds / self.t1, 1.0), 1.0 + BATCH_MAX_PER_TOKEN * x)
+        self._beta_num = BETA_KEEP * self._beta_num + (ratio - 1.0) * x
+        self._beta_den = BETA_KEEP * self._beta_den + x * x
 
     def observe_plain(self, steps: int, seconds: float) -> None:
         """`steps` one-token decodes that took `seconds` in all (a reply without drafting,
@@ -115,12 +134,21 @@ class StepCosts:
         mean, keep = seconds / steps, T1_KEEP**steps
         self.t1 = mean if self.t1 is None else keep * self.t1 + (1.0 - keep) * mean
 
-    def observe_draft(self, n_tokens: int, seconds: float) -> None:
+    def observe_draft(self, drafter: str, n_tokens: int, seconds: float) -> None:
+        """A costly drafter drafted `n_tokens` in `seconds` (its catch-up not included)."""
         if n_tokens < 1 or seconds <= 0.0 or not self.learn_timing:
             return
-        self.draft_trials += 1
-        per = seconds / n_tokens
-        self.draft_token = per if self.draft_token is None else 0.8 * self.draft_token + 0.2 * per
+        self.draft_trials[drafter] = self.draft_trials.get(drafter, 0) + 1
+        per, old = seconds / n_tokens, self.draft_token.get(drafter)
+        keep = DRAFT_TOKEN_KEEP
+        self.draft_token[drafter] = per if old is None else keep * old + (1.0 - keep) * per
+
+    def draft_per_token(self, drafter: str) -> float:
+        """Seconds per token a costly drafter drafts: as timed, or its prior before that."""
+        per = self.draft_token.get(drafter)
+        if per is None:
+            per = self._draft_ratio.get(drafter, 1.0) * (self.t1 if self.t1 is not None else 1.0)
+        return per
 
     def observe_step(self, drafter: str | None, k: int, wall_s: float, llama_s: float) -> None:
         """A whole step: `wall_s` from the start of drafting to the event handed out, of which
@@ -132,7 +160,9 @@ class StepCosts:
         pending, self._pending = self._pending, None
         if not drafter:
             host = max(0.0, wall_s - llama_s)
-            self.host = host if self.host is None else 0.8 * self.host + 0.2 * host
+            self.host = (
+                host if self.host is None else HOST_KEEP * self.host + (1 - HOST_KEEP) * host
+            )
             if pending is not None:
                 # A plain step right after a verification pays for llama.cpp's graph changing
                 # shape back (about 5 % of a decode on a CPU): a cost of that verification.
@@ -151,9 +181,10 @@ class StepCosts:
         self.idle[drafter] = 0
 
     def _step_measured(self, drafter: str, wall_s: float, predicted: float) -> None:
-        r = min(2.0, max(0.5, wall_s / predicted))
+        low, high = STEP_RATIO_RANGE
+        r, keep = min(high, max(low, wall_s / predicted)), STEP_RATIO_KEEP
         old = self.step_ratio.get(drafter)
-        self.step_ratio[drafter] = r if old is None else 0.85 * old + 0.15 * r
+        self.step_ratio[drafter] = r if old is None else keep * old + (1.0 - keep) * r
 
     # -- prices -------------------------------------------------------------------------------
     @property
@@ -169,23 +200,21 @@ class StepCosts:
         in one batch first (`catch_up`)."""
         if drafter == LOOKUP:
             return 0.0
-        per = self.draft_token
-        if per is None:
-            per = self._draft_ratio * (self.t1 if self.t1 is not None else 1.0)
-        return per * (k + self.catch_up(lag))
+        return self.draft_per_token(drafter) * (k + self.catch_up(lag))
 
     def catch_up(self, lag: int) -> float:
-        """A batch of `lag` tokens the draft model has not seen, in its one-token decodes:
+        """A batch of `lag` tokens a costly drafter has not seen, in its one-token decodes:
         about a tenth of one each (a CPU's prefill), and never more than the cost curve says a
         batch that long costs (flat: one decode)."""
-        return min(0.1 * lag, self.rel(lag)) if lag > 0 else 0.0
+        return min(CATCH_UP_PER_TOKEN * lag, self.rel(lag)) if lag > 0 else 0.0
 
     def host_cost(self) -> float:
         return self.host if self.host is not None else 0.0
 
     def _step_parts(self, drafter: str, k: int, lag: int, with_host: bool = True) -> float:
         """Predicted seconds of a step drafting k tokens, from its parts."""
-        rows = k + 1 + (k if drafter == DRAFT else 0)  # tokens the host chooses in the step
+        # tokens the host chooses in the step: a costly drafter's own choices too
+        rows = k + 1 + (k if drafter != LOOKUP else 0)
         host = self.host_cost() * rows if with_host else 0.0
         return self.draft_cost(drafter, k, lag) + self.target_cost(k + 1) + host
 
@@ -219,10 +248,10 @@ class StepCosts:
         host = self.host_cost() if with_host else 0.0
         ratio = self.step_ratio.get(drafter, 1.0) if with_ratio else 1.0
         t_plain = t1 + host
-        is_draft = drafter == DRAFT
+        is_draft = drafter != LOOKUP  # a costly drafter: its own time and choices too
         per = catch_up = 0.0
         if is_draft:
-            per = self.draft_token if self.draft_token is not None else self._draft_ratio * t1
+            per = self.draft_per_token(drafter)
             catch_up = self.catch_up(lag)
         best_k, best = 0, 0.0
         chance, gained, worst = 1.0, 1.0, t_plain * (1.0 + max_loss)

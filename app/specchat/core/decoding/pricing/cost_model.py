@@ -11,46 +11,83 @@ excess fades while a drafter is idle, and the reason says what made it lose.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from specchat.core.decoding.acceptance import Acceptance, prior
-from specchat.core.decoding.cost_curve import CostCurve
-from specchat.core.decoding.drafting import DRAFT, LOOKUP, Plan, Why
-from specchat.core.decoding.step_costs import INF, StepCosts
+from specchat.core.decoding.drafters.base import DrafterKind
+from specchat.core.decoding.pricing.acceptance import Acceptance, prior
+from specchat.core.decoding.pricing.cost_curve import CostCurve
+from specchat.core.decoding.pricing.plan import Plan, Why
+from specchat.core.decoding.pricing.step_costs import INF, StepCosts
+from specchat.core.decoding.pricing.tuning import (
+    ACCEPT_KEEP,
+    ACCEPT_WEIGHT,
+    FAR,
+    FAR_STEPS,
+    MARGIN,
+    MEASURE_K,
+    NO_SHORT_PAYS_LOOK,
+    OPENING_TOKENS,
+    REPROBE_AFTER,
+    REST_STEPS,
+    STEP_RATIO_FADE,
+    UNTRIED_DRAFTS,
+)
 
-FAR, FAR_STEPS = 0.8, 8  # a draft model below 0.8 x margin is re-priced every 8 steps
-# lookup below FAR x margin, and the draft model too if one is loaded: the next REST_STEPS steps
-# look for no draft (Plan.rest; the host work of a step that proposes and plans was 4-9 % of a
-# plain step on an H100, docs/gpu.md), except in a reply's first OPENING_TOKENS tokens, where
-# copies mostly start (resting there delayed them: docs/benchmarks.md)
-REST_STEPS = 3
-OPENING_TOKENS = 24
-NO_SHORT_PAYS_LOOK = 64  # would_draft: how far a curve dear at every short length looks
+# A costly drafter far below paying keeps its price FAR_STEPS steps. Lookup below FAR x margin,
+# and every costly drafter too: the next REST_STEPS steps look for no draft (Plan.rest; the host
+# work of a step that proposes and plans was 4-9 % of a plain step on an H100, docs/gpu.md),
+# except in a reply's first OPENING_TOKENS tokens, where copies mostly start.
+LOOKUP = DrafterKind.LOOKUP
+_Self = TypeVar("_Self", bound="CostModel")
+NAMES = {DrafterKind.LOOKUP: "lookup", DrafterKind.MODEL: "draft model", DrafterKind.MTP: "MTP"}
 HOST_OUTWEIGHS = ": host work ({:.2f} ms per token chosen) outweighs the {:.2f}x the models allow"
 RISKY = (
     "{} would run at {:.2f}x, but a refused draft could lose more than the {:.1f} steps this"
     " reply can still risk"
 )
-# the draft model's (see _draft_figures): k, rate; the models' own k, rate; the rate with host
-# work; the untried model's hopeful rate; and what the rate without a risk budget is priced from
-# (draft length, acceptance, lag)
+# a costly drafter's (see _draft_figures): k, rate; the models' own k, rate; the rate with host
+# work; the untried drafter's hopeful rate; and what the rate without a risk budget is priced
+# from (draft length, acceptance, lag)
 Figures = tuple[int, float, int, float, float, float, tuple[int, float, int]]
 STEPS_SLOWER = ": its steps measured {:.2f}x slower than their parts predict"
 
 
-class CostModel(StepCosts):
-    """Online costs (`StepCosts`) and acceptance for one engine (it follows the conversation),
-    and the choices made from them."""
+@dataclass(frozen=True)
+class Costly:
+    """A costly drafter Auto may choose this step: at most `max_k` tokens, after catching up
+    `lag` tokens it has not seen."""
+
+    kind: DrafterKind
+    max_k: int
+    lag: int = 0
+
+
+class CostModel:
+    """Auto's choices for one engine (it follows the conversation): what steps cost here
+    (`steps`, a `StepCosts`) and how often each drafter's tokens are kept (`alpha`)."""
 
     def __init__(
-        self, *, gpu: bool = False, draft_cost_ratio: float = 0.45, curve: CostCurve | None = None
+        self,
+        *,
+        gpu: bool = False,
+        draft_cost: Mapping[str, float] | None = None,
+        curve: CostCurve | None = None,
     ) -> None:
-        super().__init__(gpu=gpu, draft_cost_ratio=draft_cost_ratio, curve=curve)
+        self.steps = StepCosts(gpu=gpu, draft_cost=draft_cost, curve=curve)
         self.alpha: dict[tuple[str, str], Acceptance] = {}
-        self.margin = 1.03  # speculate only when the expected gain beats plain by 3 %
-        self._draft_memo: tuple[Any, ...] | None = None  # see _draft_figures
-        self.reprobe_after = 24  # steps: Lookup mode tries a draft the estimates rule out
+        self.margin = MARGIN
+        self._draft_memo: dict[str, tuple[Any, ...]] = {}  # see _draft_figures
+        self.reprobe_after = REPROBE_AFTER
+
+    def use_curve(self: _Self, curve: CostCurve | None) -> _Self:
+        self.steps.use_curve(curve)
+        return self
+
+    def steady(self: _Self, t1: float = 0.01, beta: float = 0.05, host: float = 0.0) -> _Self:
+        self.steps.steady(t1, beta, host)
+        return self
 
     # -- acceptance -------------------------------------------------------------------------
     def observe_accept(
@@ -65,7 +102,7 @@ class CostModel(StepCosts):
     def _alpha(self, drafter: str, cls: str) -> Acceptance:
         key = (drafter, cls)
         if key not in self.alpha:
-            self.alpha[key] = Acceptance(prior(drafter == DRAFT, cls))
+            self.alpha[key] = Acceptance(prior(drafter, cls), ACCEPT_WEIGHT, ACCEPT_KEEP)
         return self.alpha[key]
 
     def acceptance(self, drafter: str, cls: str = "") -> float:
@@ -74,24 +111,26 @@ class CostModel(StepCosts):
     def acceptances(self, drafter: str, classes: Sequence[str]) -> list[float]:
         return [self._alpha(drafter, c).mean for c in classes]
 
-    def draft_mode_note(self, k_max: int) -> str:
-        """Draft mode's note at a reply's end: what the draft model's speculation is worth on
+    def draft_mode_note(self, drafter: DrafterKind, k_max: int) -> str:
+        """A costly drafter's mode's note at a reply's end: what its speculation is worth on
         this machine, priced as Auto prices it from what was measured (the user chose the
-        mode; the note says whether Auto would). Empty until both models have been timed."""
-        if self.t1 is None or self.draft_token is None or k_max < 1:
+        mode; the note says whether Auto would). Empty until both have been timed."""
+        st = self.steps
+        per = st.draft_token.get(drafter)
+        if st.t1 is None or per is None or k_max < 1:
             return ""
-        a = self.acceptance(DRAFT)
-        k, rate = self.best_chain(DRAFT, [a] * k_max)
-        cost = self.draft_token / self.t1
+        a = self.acceptance(drafter)
+        k, rate = st.best_chain(drafter, [a] * k_max)
+        cost, name = per / st.t1, NAMES[drafter]
         # (no acceptance figure: the estimate is per token after an accepted one, and a second
         # percentage beside the gauge's accepted/drafted would read as a contradiction)
         if k and rate >= self.margin:
             return (
-                f"draft model: est. {rate:.2f}x of plain decoding at best (a drafted token costs "
+                f"{name}: est. {rate:.2f}x of plain decoding at best (a drafted token costs "
                 f"{cost:.2f} of a target token here)"
             )
         return (
-            f"draft model: a drafted token costs {cost:.2f} of a target token here, so with the "
+            f"{name}: a drafted token costs {cost:.2f} of a target token here, so with the "
             f"acceptance measured speculation with it runs at about {rate:.2f}x of plain "
             "decoding at best; Auto would not use it"
         )
@@ -103,12 +142,13 @@ class CostModel(StepCosts):
         models' own costs), so the estimates can recover from a slow spell on the machine."""
         if not alphas:
             return 0
-        k, _ = self.best_chain(drafter, alphas)
-        idle = 0 if k else self.idle.get(drafter, 0) + 1
+        st = self.steps
+        k, _ = st.best_chain(drafter, alphas)
+        idle = 0 if k else st.idle.get(drafter, 0) + 1
         if idle >= self.reprobe_after:
-            k = max(1, self.best_chain(drafter, alphas, with_host=False, with_ratio=False)[0])
+            k = max(1, st.best_chain(drafter, alphas, with_host=False, with_ratio=False)[0])
             idle = 0
-        self.idle[drafter] = idle
+        st.idle[drafter] = idle
         return k
 
     def would_draft(self, drafter: str, classes: Sequence[str]) -> bool:
@@ -119,27 +159,26 @@ class CostModel(StepCosts):
         after them are taken to be as sure as the last of them."""
         alphas = self.acceptances(drafter, classes)
         n = len(alphas)
-        if n and self.shortest_paying(n) is None:
+        if n and self.steps.shortest_paying(n) is None:
             alphas = alphas + [alphas[-1]] * (NO_SHORT_PAYS_LOOK - n)
-        return self.best_chain(drafter, alphas)[0] > 0
+        return self.steps.best_chain(drafter, alphas)[0] > 0
 
     def plan(
         self,
         *,
         lookup_classes: Sequence[str],
-        draft_ok: bool,
         max_k: int,
-        draft_lag: int = 0,
+        costly: Sequence[Costly] = (),
         lookup_alphas: Sequence[float] | None = None,
-        draft_max_k: int | None = None,
         max_loss: float = INF,
         produced: int = OPENING_TOKENS,
     ) -> Plan:
         """Choose among a plain step, the n-gram draft on offer (its tokens' acceptance
-        classes, or their estimates, `lookup_alphas`; at most `max_k`) and the draft model (at
-        most `draft_max_k`), none that could lose over `max_loss` one-token steps (risk.py)."""
-        dk = max_k if draft_max_k is None else draft_max_k
-        if self.t1 is None:
+        classes, or their estimates, `lookup_alphas`; at most `max_k`) and the costly drafters
+        (each at most its own `max_k`), none that could lose over `max_loss` one-token steps
+        (risk.py)."""
+        st = self.steps
+        if st.t1 is None:
             return Plan(None, 0, 1.0, Why("auto: measuring the target's speed"))
         options: list[Plan] = []
         if lookup_alphas is None:
@@ -147,7 +186,7 @@ class CostModel(StepCosts):
         else:
             lookup_alphas = list(lookup_alphas[:max_k])
         if lookup_alphas:
-            k, gain = self.best_chain(LOOKUP, lookup_alphas, max_loss=max_loss)
+            k, gain = st.best_chain(LOOKUP, lookup_alphas, max_loss=max_loss)
             a = lookup_alphas[0]
             if k and lookup_classes and max_loss == INF:
                 # Without a risk budget, Auto must not lose to off: a draft pays only if it
@@ -158,38 +197,40 @@ class CostModel(StepCosts):
                     max(0.0, x - self._alpha(LOOKUP, c).doubt(x))
                     for x, c in zip(lookup_alphas[:k], lookup_classes, strict=False)
                 ]
-                low = self.best_chain(LOOKUP, sure, max_loss=max_loss)[1]
+                low = st.best_chain(LOOKUP, sure, max_loss=max_loss)[1]
                 if low < self.margin:
                     # (and the reason, `_plain`, is given on the same doubtful estimates)
                     k, gain, lookup_alphas = 0, low, sure
             options.append(Plan(LOOKUP, k, gain, Why("lookup k={} (first token α≈{:.2f})", k, a)))
-        figures = None
-        if draft_ok and dk >= 1:
-            figures = self._draft_figures(dk, draft_lag, max_loss)
-            k, gain = figures[:2]
-            a = self.acceptance(DRAFT)
-            two = min(2, dk)  # never measured: tried briefly where it could beat the rest
+        figures: dict[str, Figures] = {}
+        for c in costly:
+            if c.max_k < 1:
+                continue
+            fig = figures[c.kind] = self._draft_figures(c.kind, c.max_k, c.lag, max_loss)
+            k, gain = fig[:2]
+            a = self.acceptance(c.kind)
+            two = min(MEASURE_K, c.max_k)  # never measured: tried briefly where it could win
             rival = max([self.margin] + [o.speedup for o in options if o.k > 0])
             chosen = k > 0 and gain >= rival
-            if not chosen and figures[5] >= rival and self.step_units(DRAFT, two) - 1 <= max_loss:
-                return Plan(DRAFT, two, gain, Why("auto: measuring the draft model (k={})", two))
-            options.append(Plan(DRAFT, k, gain, Why("draft model k={} (α≈{:.2f})", k, a)))
+            if not chosen and fig[5] >= rival and st.step_units(c.kind, two) - 1 <= max_loss:
+                why = Why("auto: measuring the {} (k={})", NAMES[c.kind], two)
+                return Plan(c.kind, two, gain, why)
+            options.append(Plan(c.kind, k, gain, Why("{} k={} (α≈{:.2f})", NAMES[c.kind], k, a)))
         best = max(options, key=lambda p: p.speedup, default=None)
         if best is None or best.k == 0 or best.speedup < self.margin:
             plain = self._plain(options, lookup_alphas, figures, max_loss)
-            # both drafters far from paying past the reply's opening: rest lookup a few steps
+            # every drafter far from paying past the reply's opening: rest lookup a few steps
             if (
                 produced >= OPENING_TOKENS
                 and lookup_alphas
-                and (figures is None or self._draft_far(figures))
-                and self.best_chain(LOOKUP, lookup_alphas)[1] < FAR * self.margin
+                and all(self._draft_far(f) for f in figures.values())
+                and st.best_chain(LOOKUP, lookup_alphas)[1] < FAR * self.margin
             ):
                 return Plan(None, 0, 1.0, plain.why, REST_STEPS)
             return plain
         for o in options:
-            if o.drafter != best.drafter:
-                assert o.drafter is not None
-                self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1
+            if o.drafter is not None and o.drafter != best.drafter:
+                st.idle[o.drafter] = st.idle.get(o.drafter, 0) + 1
         return Plan(
             best.drafter,
             best.k,
@@ -197,32 +238,35 @@ class CostModel(StepCosts):
             Why("auto: {}, est. {:.2f}x", best.why, best.speedup),
         )
 
-    def _draft_figures(self, dk: int, lag: int, max_loss: float) -> Figures:
-        """The draft model's best chain (k, rate), and for `_plain` the models' own (k, rate)
-        and the rate with host work; untried (under 3 drafts), its rate one standard deviation
-        above its prior acceptance (optimism about the untried: tried where that beats what is
-        on offer). Far below paying they stand for FAR_STEPS steps (until it drafts again only
-        timings drift, and a longer lag only lowers them)."""
-        a = self._alpha(DRAFT, "")
-        key = (dk, self.draft_trials, a.s, a.f)
-        m = self._draft_memo
+    def _draft_figures(self, kind: str, dk: int, lag: int, max_loss: float) -> Figures:
+        """A costly drafter's best chain (k, rate), and for `_plain` the models' own (k, rate)
+        and the rate with host work; untried (under UNTRIED_DRAFTS drafts), its rate one
+        standard deviation above its prior acceptance (optimism about the untried: tried where
+        that beats what is on offer). Far below paying they stand for FAR_STEPS steps (until it
+        drafts again only timings drift, and a longer lag only lowers them)."""
+        st = self.steps
+        a = self._alpha(kind, "")
+        trials = st.draft_trials.get(kind, 0)
+        key = (dk, trials, a.s, a.f)
+        m = self._draft_memo.get(kind)
         if m is not None and m[0] == key and m[1] > 0 and lag >= m[2]:
-            self._draft_memo = (key, m[1] - 1, m[2], m[3])
-            return m[3]
+            self._draft_memo[kind] = (key, m[1] - 1, m[2], m[3])
+            figures: Figures = m[3]
+            return figures
         alphas = [a.mean] * dk
-        k, gain = self.best_chain(DRAFT, alphas, lag, max_loss=max_loss)
-        k_bare, bare = self.best_chain(DRAFT, alphas, lag, with_host=False, with_ratio=False)
-        hosted = self.best_chain(DRAFT, alphas, lag, with_ratio=False)[1]
+        k, gain = st.best_chain(kind, alphas, lag, max_loss=max_loss)
+        k_bare, bare = st.best_chain(kind, alphas, lag, with_host=False, with_ratio=False)
+        hosted = st.best_chain(kind, alphas, lag, with_ratio=False)[1]
         hopeful = 0.0
-        if self.draft_trials < 3:
+        if trials < UNTRIED_DRAFTS:
             hope = min(1.0, a.mean + a.doubt(a.mean))
-            hopeful = self.best_chain(DRAFT, [hope] * dk, lag, max_loss=max_loss)[1]
+            hopeful = st.best_chain(kind, [hope] * dk, lag, max_loss=max_loss)[1]
         figures = (k, gain, k_bare, bare, hosted, hopeful, (dk, a.mean, lag))
-        self._draft_memo = (key, FAR_STEPS if self._draft_far(figures) else 0, lag, figures)
+        self._draft_memo[kind] = (key, FAR_STEPS if self._draft_far(figures) else 0, lag, figures)
         return figures
 
     def _draft_far(self, figures: Figures) -> bool:
-        """Whether the draft model is far from paying: under FAR x margin however it is
+        """Whether a costly drafter is far from paying: under FAR x margin however it is
         priced (with the budget, by the models alone, with host work, hopefully untried)."""
         _, gain, _, bare, hosted, hopeful, _ = figures
         return max(gain, bare, hosted, hopeful) < FAR * self.margin
@@ -231,64 +275,69 @@ class CostModel(StepCosts):
         self,
         options: list[Plan],
         lookup_alphas: Sequence[float],
-        figures: Figures | None,
+        figures: dict[str, Figures],
         max_loss: float,
     ) -> Plan:
         """A plain step, with the reason (what the models alone would make of the best draft
         on offer is priced only when the reason is shown). A drafter ruled out by its steps'
         measured excess is not re-measured with a draft the estimates say loses (each refused
-        one cost a chat reply ~2 % on this CPU): the excess fades while it is idle (3 % a
-        step), so a single slow measurement cannot switch it off for good."""
+        one cost a chat reply ~2 % on a 2-core CPU): the excess fades while it is idle, so a
+        single slow measurement cannot switch it off for good."""
         if not options:
             return Plan(None, 0, 1.0, Why("auto: plain decoding (no draft on offer)"))
+        st = self.steps
         top = max(options, key=lambda p: p.speedup)
-        assert top.drafter is not None
         for o in options:
-            assert o.drafter is not None
-            self.idle[o.drafter] = self.idle.get(o.drafter, 0) + 1
-            r = self.step_ratio.get(o.drafter)
+            if o.drafter is None:
+                continue
+            st.idle[o.drafter] = st.idle.get(o.drafter, 0) + 1
+            r = st.step_ratio.get(o.drafter)
             if r is not None:  # an old slow measurement fades while nothing new comes in
-                self.step_ratio[o.drafter] = 1.0 + (r - 1.0) * 0.97
+                st.step_ratio[o.drafter] = 1.0 + (r - 1.0) * STEP_RATIO_FADE
         # (plan() made lookup_alphas for this step: nothing changes it before it is shown)
         why = Why(self._plain_reason, top, lookup_alphas, figures, max_loss)
         return Plan(None, 0, 1.0, why)
 
     def _unhosted(
-        self, drafter: str, alphas: Sequence[float], figures: Figures | None
+        self, drafter: str, alphas: Sequence[float], figures: dict[str, Figures]
     ) -> tuple[int, float, float]:
         """A drafter's best chain priced by the models alone (k, rate), and its rate with
         the host's work but not the steps' measured excess."""
+        st = self.steps
         if drafter == LOOKUP:
-            k_bare, bare = self.best_chain(LOOKUP, alphas, with_host=False, with_ratio=False)
-            return k_bare, bare, self.best_chain(LOOKUP, alphas, with_ratio=False)[1]
-        assert figures is not None
-        return figures[2], figures[3], figures[4]
+            k_bare, bare = st.best_chain(LOOKUP, alphas, with_host=False, with_ratio=False)
+            return k_bare, bare, st.best_chain(LOOKUP, alphas, with_ratio=False)[1]
+        fig = figures[drafter]
+        return fig[2], fig[3], fig[4]
 
-    def _unbounded(self, drafter: str, alphas: Sequence[float], figures: Figures | None) -> float:
+    def _unbounded(
+        self, drafter: str, alphas: Sequence[float], figures: dict[str, Figures]
+    ) -> float:
         """A drafter's rate as Auto prices it (host work and measured excess included) with no
         risk budget."""
         if drafter == LOOKUP:
-            return self.best_chain(LOOKUP, alphas)[1]
-        assert figures is not None
-        dk, mean, lag = figures[6]
-        return self.best_chain(DRAFT, [mean] * dk, lag)[1]
+            return self.steps.best_chain(LOOKUP, alphas)[1]
+        dk, mean, lag = figures[drafter][6]
+        return self.steps.best_chain(drafter, [mean] * dk, lag)[1]
 
     def _plain_reason(
-        self, top: Plan, alphas: Sequence[float], figures: Figures | None, max_loss: float
+        self, top: Plan, alphas: Sequence[float], figures: dict[str, Figures], max_loss: float
     ) -> str:
         """Why the best drafter on offer lost to a plain step (formatted when shown): the risk
         budget alone, the host's work, the steps' measured excess, or the models' own rate.
         The rate shown is the one without the budget (a draft the budget rules out entirely
         has none of its own)."""
-        assert top.drafter is not None
-        name = "lookup" if top.drafter == LOOKUP else "draft model"
+        if top.drafter is None:
+            return "auto: plain decoding"
+        name = NAMES[top.drafter]
         rate = self._unbounded(top.drafter, alphas, figures)
         if max_loss < INF and rate >= self.margin:
             return "auto: plain decoding (" + RISKY.format(name, rate, max_loss) + ")"
         _, bare, hosted = self._unhosted(top.drafter, alphas, figures)
+        st = self.steps
         why: Why | str = ""
-        if bare >= self.margin and hosted < self.margin and self.host is not None:
-            why = Why(HOST_OUTWEIGHS, self.host * 1000, bare)
+        if bare >= self.margin and hosted < self.margin and st.host is not None:
+            why = Why(HOST_OUTWEIGHS, st.host * 1000, bare)
         elif hosted >= self.margin:
-            why = Why(STEPS_SLOWER, self.step_ratio.get(top.drafter, 1.0))
+            why = Why(STEPS_SLOWER, st.step_ratio.get(top.drafter, 1.0))
         return f"auto: plain decoding ({name} would run at {rate:.2f}x{why})"

@@ -1,10 +1,5 @@
-"""What every drafter hands the decoder: a `Draft` (tokens, and the distributions they were drawn
-from when the drafter samples); and what Auto's cost model hands it: a `Plan` (which drafter, how
-many tokens, and why).
-
-The drafters also answer llama-cpp-python's `LlamaDraftModel` call (`__call__(input_ids, **kwargs)`
--> draft ids), so the benchmark's stock peer can wrap them; nothing here loads llama.cpp.
-"""
+"""What Auto's cost model hands the decoder each step: a `Plan` (which drafter, how many tokens,
+and why), its reason kept as a `Why` until it is shown."""
 
 from __future__ import annotations
 
@@ -12,15 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specchat.core.decoding.sampling import Dist
-
-DRAFT, LOOKUP = "draft", "lookup"  # the drafters' names (in plans, costs and statistics)
-
-
-@dataclass
-class Draft:
-    tokens: list[int]
-    q: list[Dist] | None  # the draft's distribution per token; None = a deterministic draft
+from specchat.core.decoding.drafters.base import DrafterKind
 
 
 class Why:
@@ -44,7 +31,7 @@ class Why:
 
 @dataclass(frozen=True)
 class Plan:
-    drafter: str | None  # DRAFT, LOOKUP, or None for a plain step
+    drafter: DrafterKind | None  # None for a plain step
     k: int
     speedup: float  # expected rate relative to plain decoding
     why: Why

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import math
 
-from specchat.core.decoding.ngram import OPENING
+from specchat.core.decoding.drafters.base import DrafterKind
+from specchat.core.decoding.drafters.ngram import OPENING
+from specchat.core.decoding.pricing.tuning import ACCEPT_KEEP, ACCEPT_WEIGHT, COSTLY_PRIOR
 
-_DRAFT_PRIOR = 0.6
 # An n-gram token's prior: how often the lookup's next token was the target's own, by the match
 # length behind it, measured at every position of the bundled suite's 19 greedy replies (128
 # tokens each) for continuations that never disagreed (`c95`). A guess right after the
@@ -48,11 +49,11 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
-def prior(is_model: bool, cls: str) -> float:
-    """The acceptance estimate before any evidence: the draft model's, or an n-gram class's
-    (`[o-][h-]length/band`, ngram.confidence_class)."""
-    if is_model:
-        return _DRAFT_PRIOR
+def prior(drafter: str, cls: str) -> float:
+    """The acceptance estimate before any evidence: a costly drafter's (one class), or an
+    n-gram class's (`[o-][h-]length/band`, ngram.confidence_class)."""
+    if drafter != DrafterKind.LOOKUP:
+        return COSTLY_PRIOR.get(drafter, 0.5)
     length, _, band = cls.rpartition("/")
     opening = length.startswith(OPENING)
     length = length.removeprefix(OPENING).removeprefix("h-")
@@ -63,7 +64,9 @@ def prior(is_model: bool, cls: str) -> float:
 class Acceptance:
     """Decayed Beta-Bernoulli estimate of a per-token acceptance probability."""
 
-    def __init__(self, prior: float, weight: float = 4.0, decay: float = 0.98) -> None:
+    def __init__(
+        self, prior: float, weight: float = ACCEPT_WEIGHT, decay: float = ACCEPT_KEEP
+    ) -> None:
         self.s = prior * weight
         self.f = (1.0 - prior) * weight
         self.decay = decay
