@@ -12,6 +12,7 @@ from specchat.cli.common import add_cost_curve_option, add_engine_options, engin
 from specchat.core.bench.report import build_report, models_info, to_json
 from specchat.core.bench.report_md import to_markdown
 from specchat.core.bench.runner import (
+    ORDERS,
     REFERENCE,
     BenchSettings,
     OnRun,
@@ -70,6 +71,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         choices=("block", "alternate"),
         default="block",
         help="block: off, A, B, ... per prompt and repeat (default); alternate: off, A, off, B",
+    )
+    b.add_argument(
+        "--order",
+        choices=ORDERS,
+        default="rotate",
+        help="rotate: each prompt and repeat starts one variant further on (off, A, B, then A, "
+        "B, off, ...), so no variant, off included, always runs right after the same other one "
+        "(default); fixed: always in the order given",
     )
     add_cost_curve_option(b)
     add_host_options(b)
@@ -194,6 +203,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 warmup=not args.no_warmup,
                 on_run=on_run,
                 pairing=args.pairing,
+                order=args.order,
                 cost_curve=curve,
             )
             host_pass = host_passes(args, params, engine, suite, modes, on_run)
@@ -358,6 +368,7 @@ def cmd_bench_remote(args: argparse.Namespace, suite) -> int:
             params=params,
             warmup=not args.no_warmup,
             on_run=_progress(args),
+            order=args.order,
         )
         extra = {"server": engine.config.base_url, "server_kind": engine.info.kind.value}
         report = build_report(bench, models=remote_models_info(engine), extra_settings=extra)

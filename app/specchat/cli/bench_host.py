@@ -53,6 +53,7 @@ def host_passes(
             warmup=False,
             on_run=on_run,
             pairing="block",
+            order=args.order,
         )
         for hp in host_params(args, params)
     ]

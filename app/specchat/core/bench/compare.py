@@ -184,9 +184,11 @@ def _run_pass(
     mode: Mode,
     on_event: OnEvent | None,
     cancel: Cancel,
+    new_meter: Callable[[], CpuMeter] | None = None,
 ) -> PassResult:
     engine.reset_caches()  # every pass starts cold: fair time to first token
-    meter = CpuMeter() if isinstance(engine, Engine) else None  # a server's CPU is not ours
+    # a server's CPU is not ours to watch
+    meter = (new_meter or CpuMeter)() if isinstance(engine, Engine) else None
     with meter or contextlib.nullcontext():
         reply = Reply.collect(
             engine.generate(messages, params, mode, cancel),
@@ -278,12 +280,14 @@ def run_comparison(
     on_event: OnEvent | None = None,
     cancel: Cancel = None,
     rounds: int = DEFAULT_ROUNDS,
+    meter: Callable[[], CpuMeter] | None = None,
 ) -> CompareResult:
     """Run `messages` with speculation off, then with `mode`, for `rounds` rounds; compare them.
 
     `on_event(pass_name, event)` receives every TokenEvent of the first round ("off", then
     "on"); later rounds only measure. A cancel ends the current pass and skips the rest
-    (`CompareResult.cancelled`); the rounds finished before it are kept.
+    (`CompareResult.cancelled`); the rounds finished before it are kept. `meter` makes the CPU
+    meter of each pass (default: `CpuMeter`, the operating system's counters).
     """
     mode = Mode.parse(mode)
     if mode is Mode.OFF:
@@ -294,12 +298,12 @@ def run_comparison(
     done: list[Round] = []
     for i in range(rounds):
         stream = on_event if i == 0 else None
-        off = _run_pass(engine, "off", messages, params, Mode.OFF, stream, cancel)
+        off = _run_pass(engine, "off", messages, params, Mode.OFF, stream, cancel, meter)
         if _is_cancelled(cancel):
             if not done:
                 return CompareResult(off, PassResult(mode=mode.value), params, cancelled=True)
             break
-        on = _run_pass(engine, "on", messages, params, mode, stream, cancel)
+        on = _run_pass(engine, "on", messages, params, mode, stream, cancel, meter)
         if _is_cancelled(cancel) and done:
             break  # a later round stopped half-way: dropped
         done.append(Round(off, on))

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from specchat.core.bench import ceilings
+from specchat.core.bench import ceilings, reference
 from specchat.core.bench.machine import machine_info
 from specchat.core.bench.runner import REFERENCE, BenchRun, RunResult
 from specchat.core.decoding.pricing.cost_curve import CostCurve
@@ -61,6 +61,9 @@ DEFINITIONS = {
     "programs used more than busy_share_limit of the machine's CPU (a pair with such a run is "
     "run again, at most twice; what the last try measured is kept)",
     "redone_pairs": "pairs run again because other programs took the CPU during one of their runs",
+    "threads": "runs: CPU threads SpecChat's target decoded with (the fewest during the reply; "
+    "fewer than threads_wanted when another program kept a CPU busy)",
+    **reference.DEFINITIONS,
     **ceilings.DEFINITIONS,
 }
 
@@ -356,7 +359,8 @@ def build_report(
         "k_max": s.params.k_max,
         "p_min": s.params.p_min,
         "warmup": s.warmup,
-        "order": "per repeat, per prompt: off, then each variant (each run from cold caches)",
+        "pairing": bench.pairing,
+        "order": bench.order,
         "planner_cost_curve": bench.planner_curve,
     }
     settings.update(extra_settings or {})
@@ -377,6 +381,7 @@ def build_report(
         "cost_curve": bench.cost_curve.as_dict() if bench.cost_curve else None,
         "runtime_curves": runtime_curves,
         "records": recs,
+        "reference": reference.reference_checks([p.id for p in bench.suite.prompts], bench.runs),
         "overall": overall(bench, recs),
         "host_overhead": host_overhead([bench, *host_passes]),
         "host_floor_ms": None if host_floor_s is None else host_floor_s * 1000.0,

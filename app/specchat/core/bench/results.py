@@ -12,6 +12,8 @@ from specchat.core.machine.busy import BUSY_SHARE
 from specchat.core.reply import Reply
 from specchat.core.types import GenerationParams, acceptance_rate
 
+SERVER_OFF = "llama.cpp:server-off"  # llama-server without speculation (server_peers.py)
+
 
 # -- one run --------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -62,6 +64,10 @@ class RunResult:
     # server's run, whose CPU is not this process's) and the busiest of them (busy.CpuMeter)
     others_share: float | None = None
     busiest: tuple[str, ...] = ()
+    # CPU threads SpecChat's target decoded with (the fewest during the reply) and those it was
+    # loaded with: fewer when another program kept a CPU busy (Engine.fit_threads); 0: not said
+    threads: int = 0
+    threads_wanted: int = 0
 
     @classmethod
     def of(cls, variant: Variant, prompt: PreparedPrompt, **figures: Any) -> RunResult:
@@ -155,6 +161,8 @@ class RunResult:
             "others_cpu_share": _r(self.others_share, 4),
             "busy": self.busy,
             "busiest_others": list(self.busiest),
+            "threads": self.threads or None,
+            "threads_wanted": self.threads_wanted or None,
             "note": self.note,
         }
         if with_text:

@@ -2,8 +2,11 @@
 
 Every variant (a speculation mode, or a peer implementation) is measured in pairs with the
 reference, SpecChat with speculation off: for each repeat and prompt the runner does ``off, A,
-off, B, …``, each run from cold KV caches, so every ratio compares two runs taken side by side
-and slow drift of the machine cancels out. The statistics live in ``report.py``.
+B, …`` (or ``off, A, off, B, …``), each run from cold KV caches, so every ratio compares runs
+taken side by side and slow drift of the machine cancels out. The order of the variants turns
+by one from block to block (``order="rotate"``, the default), so no variant, the reference
+included, always runs right after the same other one (a peer server's heavy work, say). The
+statistics live in ``report.py``.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ DEFAULT_MAX_TOKENS = 256
 REDO_MAX = 2  # a pair with a run disturbed by other programs is run again up to twice
 WARMUP_TOKENS = 8
 REFERENCE = Mode.OFF.value  # the label every other variant is paired with
+ORDERS = ("rotate", "fixed")
+MeterFactory = Callable[[], CpuMeter]  # measures others' CPU use during one metered run
 
 
 class EngineVariant:
@@ -80,6 +85,8 @@ class EngineVariant:
             self,
             prompt,
             reply,
+            threads=st.threads,
+            threads_wanted=st.threads_wanted,
             token_ids=reply.token_ids,
             drafted=st.drafted,
             accepted=st.accepted,
@@ -136,6 +143,8 @@ class BenchRun:
     cost_curve: CostCurve | None = None  # the machine's, measured: the report's ceilings
     planner_curve: str | None = None  # what drafting was priced with: measured, flat, online
     redone_pairs: int = 0  # pairs run again because other programs took the CPU (REDO_MAX)
+    order: str = "rotate"  # the schedule's (`schedule`)
+    pairing: str = "block"
 
 
 def prepare(engine: Engine, prompt: BenchPrompt, settings: BenchSettings) -> PreparedPrompt:
@@ -166,32 +175,46 @@ def parse_modes(text: str | Sequence[str]) -> list[str]:
 
 
 def schedule(
-    prompts: Sequence[P], labels: Sequence[str], repeats: int, pairing: str = "block"
+    prompts: Sequence[P],
+    labels: Sequence[str],
+    repeats: int,
+    pairing: str = "block",
+    order: str = "rotate",
 ) -> list[tuple[int, P, str, int]]:
-    """(repeat, prompt, variant label, pair) in running order, per repeat and prompt:
+    """(repeat, prompt, variant label, pair) in running order, per repeat and prompt (a block):
     ``pairing="alternate"``: ``off, A, off, B, …`` (each variant right after its own off run),
     and every second repeat ``A, off, B, off, …`` (whatever favours the first or the second run
     of a pair cancels out over the repeats);
-    ``pairing="block"``: ``off, A, B, …`` (every variant against the off run that opened the
-    block; half the runs, for suites with many variants). With only the reference, one run per
-    prompt and repeat."""
+    ``pairing="block"``: ``off, A, B, …`` (every variant against the off run of its block; half
+    the runs, for suites with many variants). With only the reference, one run per prompt and
+    repeat. ``order="rotate"``: block i starts at variant i (``B, …, off, A`` in block 2), so
+    what runs before each variant, the reference included, changes from block to block;
+    ``order="fixed"``: every block in the order given."""
     if pairing not in ("block", "alternate"):
         raise ValueError(f"pairing must be block or alternate, not {pairing!r}")
+    if order not in ORDERS:
+        raise ValueError(f"order must be rotate or fixed, not {order!r}")
     out: list[tuple[int, P, str, int]] = []
-    pair = 0
+    pair = block = 0
     others = [lab for lab in labels if lab != REFERENCE]
     for rep in range(repeats):
         for p in prompts:
             if not others or pairing == "block":
-                out.append((rep, p, REFERENCE, pair))
-                out += [(rep, p, lab, pair) for lab in others]
+                turn = _turned([REFERENCE, *others], block if order == "rotate" else 0)
+                out += [(rep, p, lab, pair) for lab in turn]
                 pair += 1
-                continue
-            for lab in others:
-                two = [(rep, p, REFERENCE, pair), (rep, p, lab, pair)]
-                out += two[::-1] if rep % 2 else two
-                pair += 1
+            else:
+                for lab in _turned(others, block if order == "rotate" else 0):
+                    two = [(rep, p, REFERENCE, pair), (rep, p, lab, pair)]
+                    out += two[::-1] if rep % 2 else two
+                    pair += 1
+            block += 1
     return out
+
+
+def _turned(items: Sequence[str], by: int) -> list[str]:
+    k = by % len(items)
+    return [*items[k:], *items[:k]]
 
 
 def run_bench(
@@ -207,13 +230,15 @@ def run_bench(
     on_run: OnRun | None = None,
     cancel: Callable[[], bool] | None = None,
     pairing: str = "block",
+    order: str = "rotate",
     cost_curve: CostCurve | None = None,
     redo_busy: int = REDO_MAX,
+    meter: MeterFactory = CpuMeter,
 ) -> BenchRun:
     """Measure `modes` of `engine` (and any peer variants) on every prompt of `suite`.
     `cost_curve`: the machine's, measured, for the report's ceilings (the planner uses what
     the engine was given: `Engine.use_cost_curve`). `redo_busy`: how many times a pair that
-    other programs disturbed is run again."""
+    other programs disturbed is run again. `order`: see `schedule`."""
     settings = BenchSettings(repeats, max_tokens, params or GenerationParams(), warmup).validate()
     mode_labels = parse_modes(modes)
     if Mode.DRAFT.value in mode_labels and not engine.has_draft:
@@ -230,10 +255,12 @@ def run_bench(
         prompts,
         settings,
         pairing=pairing,
+        order=order,
         on_run=on_run,
         cancel=cancel,
         fatal=lambda v: isinstance(v, EngineVariant),
         redo_busy=redo_busy,
+        meter=meter,
     )
     bench.cost_curve = cost_curve
     planner = engine.cost_curve
@@ -248,18 +275,21 @@ def measure(
     settings: BenchSettings,
     *,
     pairing: str = "block",
+    order: str = "rotate",
     on_run: OnRun | None = None,
     cancel: Callable[[], bool] | None = None,
     fatal: Callable[[Variant], bool] = lambda v: False,
     redo_busy: int = REDO_MAX,
+    meter: MeterFactory = CpuMeter,
 ) -> BenchRun:
     """Run the schedule over `variants` (the reference first): warm-up, then every planned run.
     A variant's failure skips that run unless `fatal(variant)` (SpecChat's own engine: a bug
     there must not hide); Ctrl+C or `cancel` keeps what was measured so far. A pair in which
     other programs took more than busy.BUSY_SHARE of the CPU during one of its metered runs
-    is run again (at most REDO_MAX times; what the last try measured is kept, marked busy)."""
+    is run again (at most REDO_MAX times; what the last try measured is kept, marked busy).
+    `meter` makes the CPU meter of each metered run."""
     labels = list(variants)
-    plan = schedule(prompts, labels, settings.repeats, pairing)
+    plan = schedule(prompts, labels, settings.repeats, pairing, order)
     started, t0 = time.time(), time.perf_counter()
     if settings.warmup and prompts:
         # Touch every model's weights once (they are mmapped) so the first pair is not cold.
@@ -279,7 +309,7 @@ def measure(
                 for rep, prompt, label, pair in pair_plan:
                     if cancel is not None and cancel():
                         raise _Cancelled
-                    result = _run_one(variants[label], prompt, settings, fatal)
+                    result = _run_one(variants[label], prompt, settings, fatal, meter)
                     if result is None:
                         continue
                     result.repeat, result.pair = rep, pair
@@ -309,6 +339,8 @@ def measure(
         planned_runs=len(plan),
         interrupted=interrupted,
         redone_pairs=redone,
+        order=order,
+        pairing=pairing,
     )
 
 
@@ -321,12 +353,13 @@ def _run_one(
     prompt: PreparedPrompt,
     settings: BenchSettings,
     fatal: Callable[[Variant], bool],
+    meter_factory: MeterFactory = CpuMeter,
 ) -> RunResult | None:
     """One run; None when a variant that may fail (a peer) failed (said on stderr). A variant
     that runs in this process (`metered`) has other programs' CPU use during the run measured
     (a server's run is not: the server is another program)."""
     p = settings.params.with_(max_tokens=prompt.max_tokens)
-    meter = CpuMeter() if getattr(variant, "metered", False) else None
+    meter = meter_factory() if getattr(variant, "metered", False) else None
     try:
         if meter is None:
             return variant.run(prompt, p)

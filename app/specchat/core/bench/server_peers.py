@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from specchat.core.bench.results import SERVER_OFF
 from specchat.core.bench.runner import PreparedPrompt, RssSampler, RunResult
 from specchat.core.types import GenerationParams
 
@@ -227,7 +228,7 @@ def ngram_peers(
 ) -> list[LlamaServerPeer]:
     """llama.cpp:server-off, then each n-gram type at its defaults and/or at draft length k."""
     peers: list[LlamaServerPeer] = []
-    base = "llama.cpp:server-off"
+    base = SERVER_OFF
 
     def add(label: str, spec_args: list[str], mode: str, baseline: str | None) -> None:
         fresh = any(t in spec_args for t in STATEFUL_TYPES)

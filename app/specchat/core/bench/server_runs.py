@@ -137,6 +137,7 @@ def run_remote_bench(
     warmup: bool = True,
     on_run: OnRun | None = None,
     cancel: Callable[[], bool] | None = None,
+    order: str = "rotate",
 ) -> BenchRun:
     """`runner.run_bench` for remote variants: the same schedule, the same BenchRun."""
     settings = BenchSettings(repeats, max_tokens, params or GenerationParams(), warmup).validate()
@@ -145,4 +146,4 @@ def run_remote_bench(
     if not labels or labels[0] != REFERENCE:
         raise ValueError("the first variant must be the reference (off)")
     prompts = _prepare(suite, settings)
-    return measure(by_label, suite, prompts, settings, on_run=on_run, cancel=cancel)
+    return measure(by_label, suite, prompts, settings, on_run=on_run, cancel=cancel, order=order)
