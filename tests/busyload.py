@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
@@ -120,3 +122,40 @@ class ScriptedCpu:
 
     def read(self) -> tuple[float, float, float]:
         return self.now, self.busy, self.ours
+
+
+class SetLoad:
+    """Counters on the real clock with this process's real CPU time, and other programs' load
+    as the test sets it (`others`, in CPUs, changed at any moment from any thread): a meter fed
+    by it times real runs and sees exactly the other programs the test describes."""
+
+    def __init__(self, cpus: int = 2, others: float = 0.0) -> None:
+        self.cpus = cpus
+        self._proc = psutil.Process()
+        self._lock = threading.Lock()
+        self._rate = others
+        self._since = time.perf_counter()
+        self._others_s = 0.0
+
+    def _advance(self) -> float:
+        now = time.perf_counter()
+        self._others_s += self._rate * (now - self._since)
+        self._since = now
+        return now
+
+    @property
+    def others(self) -> float:
+        return self._rate
+
+    @others.setter
+    def others(self, cpus: float) -> None:
+        with self._lock:
+            self._advance()
+            self._rate = cpus
+
+    def read(self) -> tuple[float, float, float]:
+        with self._lock:
+            now = self._advance()
+            t = self._proc.cpu_times()
+            ours = t.user + t.system
+            return now, ours + self._others_s, ours
