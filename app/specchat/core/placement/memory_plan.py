@@ -1,9 +1,19 @@
 """Will a target/draft pair fit this machine? An estimate made before anything is loaded.
 
 Needed: the weights of both models (their file sizes: llama.cpp maps them into memory whole),
-both KV caches at the chosen context (``GGUFInfo.kv_bytes_per_token``), and a compute-buffer
-allowance per model. Compared with the RAM that is available now (psutil) and, for layers
-offloaded to a GPU, with the free VRAM the llama.cpp backend reports (when it reports any).
+both KV caches at the chosen context (``GGUFInfo.kv_bytes_per_token``; for a hybrid model only
+its attention layers), and a compute-buffer allowance per model. Compared with the RAM that is
+available now (psutil) and, for layers offloaded to a GPU, with the free VRAM the llama.cpp
+backend reports (when it reports any).
+
+A hybrid target (recurrent layers beside attention: Qwen3.5, LFM2, Nemotron-H) also keeps its
+recurrent state and, to roll a rejected draft back, ``HYBRID_ROLLBACK_TOKENS`` snapshots of it
+(``core.gguf.recurrent``: the same count the runtime asks llama.cpp for), on the device of its
+layers. A drafter costs what it loads: an MTP sidecar its weights, the KV cache of its NextN
+blocks and buffers; a Gemma 4 assistant its weights and buffers (it reads the target's KV
+cache); a target's built-in MTP head is a second load of the target file with its NextN blocks
+(on a CPU the mapped file's pages are shared; on a GPU its layers take memory again) with a
+KV cache of its own.
 """
 
 from __future__ import annotations
@@ -11,9 +21,26 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
+import numpy as np
 import psutil
 
+from specchat.core.gguf.drafters import (
+    HYBRID_ARCHS,
+    MTP_ARCHS,
+    RECURRENT_ARCHS,
+    DrafterKind,
+    drafter_kind,
+    mtp_layers,
+)
 from specchat.core.gguf.info import GGUFInfo, as_int
+from specchat.core.gguf.recurrent import (
+    HYBRID_ROLLBACK_TOKENS,
+    attention_kv_bytes_per_token,
+    can_roll_back,
+    recurrent_flags,
+    snapshots_for,
+    state_bytes,
+)
 from specchat.core.machine.backend_info import gpu_devices
 from specchat.core.units import format_bytes
 
@@ -32,6 +59,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 COMPUTE_OVERHEAD = 256 << 20  # per model: compute and output buffers (estimate)
+N_BATCH = 512  # RuntimeConfig's batch: the compute buffer's rows, and a bound on the snapshots
 KV_TYPE_BYTES = 2  # f16 KV cache, llama.cpp's default
 TIGHT_FRACTION = 0.85  # above this share of the available memory a plan is "tight"
 
@@ -52,10 +80,12 @@ class DevicePlan:
     weights: int
     kv: int
     compute: int
+    recurrent: int = 0  # a hybrid target's recurrent state and its rollback snapshots
+    head: int = 0  # its built-in MTP head: the copy of its layers, the head's KV and buffers
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute
+        return self.weights + self.kv + self.compute + self.recurrent + self.head
 
 
 @dataclass(frozen=True)
@@ -72,29 +102,97 @@ class ModelFootprint:
     output_bytes: int = 0
     act_bytes_per_row: int = 0  # compute buffer per batch row: FFN and attention activations
     logits_bytes_per_row: int = 0  # ... and the logits (f32, vocabulary), with the output
+    # a hybrid model: one sequence's recurrent state (0: none, a transformer; None: a hybrid
+    # whose state size is not known here) and the rollback snapshots its context holds as a
+    # target (0 as a draft, and for an architecture llama.cpp cannot roll back)
+    state_bytes: int | None = 0
+    snapshots: int = 0
+    rollback: bool = True  # False: a hybrid whose state llama.cpp cannot roll back
+    drafter: str = ""  # "mtp" (a sidecar) or "assistant": a drafter-only file; "" otherwise
+    head_layers: int = 0  # NextN blocks built in: the engine loads an MTP head with the model
+    head_kv_bytes_per_token: float = 0.0  # that head's own KV cache (its NextN blocks)
 
     @classmethod
-    def from_info(cls, info: GGUFInfo, weights_bytes: int | None = None) -> ModelFootprint:
-        """``weights_bytes``: the size of all the model's files (default: this file's size)."""
+    def from_info(
+        cls,
+        info: GGUFInfo,
+        weights_bytes: int | None = None,
+        *,
+        n_batch: int = N_BATCH,
+        rollback_tokens: int = HYBRID_ROLLBACK_TOKENS,
+        as_draft: bool = False,
+    ) -> ModelFootprint:
+        """``weights_bytes``: the size of all the model's files (default: this file's size).
+        ``n_batch`` and ``rollback_tokens``: the runtime's batch and how many tokens a hybrid
+        target's context can take back (one snapshot each, within what llama.cpp can keep);
+        ``as_draft``: the model drafts for another (its context keeps no snapshots)."""
         size = weights_bytes if weights_bytes is not None else info.file_size or info.data_end
         sizes = {t.name: t.nbytes for t in info.tensors}
         embd = sizes.get("token_embd.weight", 0)
         output = sizes.get("output.weight", embd)  # tied: llama.cpp copies the embedding
         device = sum(sizes.values()) - embd + (0 if "output.weight" in sizes else embd)
         ffn, n_embd = as_int(info.arch_value("feed_forward_length")) or 0, info.n_embd or 0
+        kind = drafter_kind(info)
+        hybrid = recurrent_flags(info)
+        kv = info.kv_bytes_per_token(KV_TYPE_BYTES)
+        if hybrid is not None and any(hybrid):  # only the attention layers have a KV cache
+            kv = attention_kv_bytes_per_token(info, KV_TYPE_BYTES)
+        state: int | None = 0
+        if hybrid is not None and any(hybrid):
+            state = state_bytes(info)
+        elif _is_hybrid(info):
+            state = None
+        head = mtp_layers(info) if (info.architecture or "") in MTP_ARCHS else 0
+        head_kv = _nextn_kv_bytes_per_token(info) if head or kind is DrafterKind.MTP else 0.0
+        if kind is DrafterKind.MTP:  # a sidecar: the NextN blocks are all it has
+            kv, state, head = head_kv, 0, 0
+        elif kind is not None:  # an assistant reads the target's KV cache; others do not load
+            kv, state, head = 0.0, 0, 0
         return cls(
             info.name,
             int(size),
-            info.kv_bytes_per_token(KV_TYPE_BYTES),
+            kv,
             info.n_layers,
             device if sizes else 0,
             output,
             4 * (2 * ffn + 8 * n_embd) if ffn and n_embd else 0,
             4 * info.vocab_size,
+            state,
+            0 if as_draft or state == 0 else snapshots_for(info, n_batch, rollback_tokens),
+            not _is_hybrid(info) or can_roll_back(info),
+            str(kind) if kind is not None else "",
+            0 if as_draft else head,
+            head_kv,
         )
+
+    @property
+    def hybrid(self) -> bool:
+        """Recurrent layers beside attention (or a state of unknown size)."""
+        return self.state_bytes != 0
 
     def kv_bytes(self, n_ctx: int) -> int:
         return int((self.kv_bytes_per_token or 0) * n_ctx)
+
+    def recurrent_bytes(self, *, as_target: bool = True) -> int:
+        """The recurrent state llama.cpp allocates for one sequence: the live state and, in a
+        target's context, the rollback snapshots (0 when unknown)."""
+        return (self.state_bytes or 0) * (1 + (self.snapshots if as_target else 0))
+
+    @property
+    def snapshot_bytes(self) -> int:
+        """What the rollback snapshots alone cost (0 when unknown)."""
+        return (self.state_bytes or 0) * self.snapshots
+
+    def head_kv_bytes(self, n_ctx: int) -> int:
+        return int(self.head_kv_bytes_per_token * n_ctx) if self.head_layers else 0
+
+    def head_compute(self, n_ubatch: int = N_BATCH) -> int:
+        """The built-in head's compute buffer: a batch of rows through one block and the
+        output matrix (the allowance when the tensor list is unknown)."""
+        if not self.head_layers:
+            return 0
+        rows = self.act_bytes_per_row + self.logits_bytes_per_row
+        return n_ubatch * rows if rows else COMPUTE_OVERHEAD
 
     def device_plan(
         self, n_ctx: int, n_ubatch: int = 512, max_tensor: int | None = None
@@ -107,7 +205,32 @@ class ModelFootprint:
         out_here = max_tensor is None or self.output_bytes <= max_tensor
         weights = self.device_weights_bytes - (0 if out_here else self.output_bytes)
         rows = self.act_bytes_per_row + (self.logits_bytes_per_row if out_here else 0)
-        return DevicePlan(weights, self.kv_bytes(n_ctx), n_ubatch * rows)
+        head = 0
+        if self.head_layers:  # a second load of the model, with its own context
+            head = weights + self.head_kv_bytes(n_ctx) + self.head_compute(n_ubatch)
+        return DevicePlan(
+            weights, self.kv_bytes(n_ctx), n_ubatch * rows, self.recurrent_bytes(), head
+        )
+
+
+def _is_hybrid(info: GGUFInfo) -> bool:
+    """A model with a recurrent state (purely recurrent or hybrid), by llama.cpp's lists."""
+    arch = info.architecture or ""
+    return arch in HYBRID_ARCHS or arch in RECURRENT_ARCHS
+
+
+def _nextn_kv_bytes_per_token(info: GGUFInfo) -> float:
+    """KV bytes per context token of the NextN blocks at the end of the layer list (what an
+    MTP head's own context allocates: attention only, no recurrent state)."""
+    n, blocks = mtp_layers(info), info.n_layers or 0
+    total = info.kv_bytes_per_token(KV_TYPE_BYTES)
+    if not n or not blocks or n > blocks or total is None:
+        return 0.0
+    heads = info.arch_value("attention.head_count_kv")
+    if isinstance(heads, (list, tuple, np.ndarray)) and len(heads) >= blocks:
+        per_layer = [as_int(h) or 0 for h in list(heads)[:blocks]]
+        return total * sum(per_layer[blocks - n :]) / sum(per_layer) if sum(per_layer) else 0.0
+    return total * n / blocks
 
 
 class Fit:
@@ -128,6 +251,13 @@ class MemoryPlan:
     vram_needed: int
     machine: MachineMemory
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # a hybrid target's recurrent state: the live state and `snapshots` copies of it for
+    # rollback (`snapshot_bytes` of the total); a hybrid draft's state (no snapshots)
+    target_recurrent: int = 0
+    snapshots: int = 0
+    snapshot_bytes: int = 0
+    draft_recurrent: int = 0
+    head_bytes: int = 0  # the target's built-in MTP head: its KV, buffers, GPU copy of layers
 
     @property
     def total(self) -> int:
@@ -146,10 +276,22 @@ class MemoryPlan:
         return Fit.FITS
 
     def summary(self) -> str:
+        extra = ""
+        if self.target_recurrent or self.draft_recurrent:
+            extra += (
+                f", recurrent state {format_bytes(self.target_recurrent + self.draft_recurrent)}"
+            )
+            if self.snapshots:
+                extra += (
+                    f" with {self.snapshots} rollback snapshots "
+                    f"({format_bytes(self.snapshot_bytes)})"
+                )
+        if self.head_bytes:
+            extra += f", built-in MTP head {format_bytes(self.head_bytes)}"
         parts = [
             f"needs about {format_bytes(self.total)} at {self.n_ctx:,} tokens of context "
             f"(weights {format_bytes(self.target_weights + self.draft_weights)}, "
-            f"KV caches {format_bytes(self.target_kv + self.draft_kv)}, "
+            f"KV caches {format_bytes(self.target_kv + self.draft_kv)}{extra}, "
             f"buffers {format_bytes(self.overhead)})"
         ]
         parts.append(f"{format_bytes(self.machine.ram_available)} of RAM available")
@@ -177,14 +319,17 @@ def plan_memory(
     """Estimate the memory a pair needs at ``n_ctx`` and say what will not fit.
 
     GPU layers follow :class:`RuntimeConfig`: 0 = CPU only, -1 = all; the offloaded share of a
-    model's weights and KV cache is counted against VRAM, the rest against RAM.
+    model's weights, KV cache and recurrent state is counted against VRAM, the rest against
+    RAM. A hybrid target's rollback snapshots count with its recurrent state (a draft keeps
+    none); a target's built-in MTP head counts unless the draft is a sidecar or an assistant,
+    which drafts instead of it.
     """
     if machine is None:
         machine = machine_memory()
     if draft_gpu_layers is None:
         draft_gpu_layers = target_gpu_layers
     ram = vram = 0
-    costs: dict[str, tuple[int, int]] = {}
+    costs: dict[str, tuple[int, int, int]] = {}
     for role, model, layers in (
         ("target", target, target_gpu_layers),
         ("draft", draft, draft_gpu_layers),
@@ -192,11 +337,23 @@ def plan_memory(
         if model is None:
             continue
         weights, kv = model.weights_bytes, model.kv_bytes(n_ctx)
-        costs[role] = (weights, kv)
+        recurrent = model.recurrent_bytes(as_target=role == "target")
+        costs[role] = (weights, kv, recurrent)
         share = _gpu_share(layers, model.n_layers)
-        on_gpu = int((weights + kv) * share)
+        on_gpu = int((weights + kv + recurrent) * share)
         vram += on_gpu
-        ram += weights + kv - on_gpu + COMPUTE_OVERHEAD
+        ram += weights + kv + recurrent - on_gpu + COMPUTE_OVERHEAD
+    head = 0
+    if target.head_layers and (draft is None or not draft.drafter):
+        # a second load of the target with its NextN blocks: on a CPU the mapped file's pages
+        # are shared; offloaded layers go to the GPU again; its own KV cache and buffers
+        share = _gpu_share(target_gpu_layers, target.n_layers)
+        copy = target.device_weights_bytes or target.weights_bytes
+        own = target.head_kv_bytes(n_ctx) + target.head_compute()
+        on_gpu = int((copy + own) * share)
+        head = on_gpu + int(own * (1 - share))
+        vram += on_gpu
+        ram += int(own * (1 - share))
     warnings: list[str] = []
     if ram > machine.ram_available:
         warnings.append(
@@ -218,10 +375,18 @@ def plan_memory(
     for role, model in (("target", target), ("draft", draft)):
         if model is not None and model.kv_bytes_per_token is None:
             warnings.append(f"The {role}'s KV-cache size is unknown; the estimate is low.")
-    t_w, t_kv = costs["target"]
-    d_w, d_kv = costs.get("draft", (0, 0))
+        if model is not None and model.state_bytes is None:
+            warnings.append(
+                f"The {role}'s recurrent-state size is unknown (an architecture SpecChat "
+                "cannot size); the estimate is low."
+            )
+    t_w, t_kv, t_rs = costs["target"]
+    d_w, d_kv, d_rs = costs.get("draft", (0, 0, 0))
     overhead = COMPUTE_OVERHEAD * len(costs)
-    return MemoryPlan(n_ctx, t_w, d_w, t_kv, d_kv, overhead, ram, vram, machine, tuple(warnings))
+    return MemoryPlan(
+        n_ctx, t_w, d_w, t_kv, d_kv, overhead, ram, vram, machine, tuple(warnings),
+        t_rs, target.snapshots, target.snapshot_bytes, d_rs, head,
+    )  # fmt: skip
 
 
 def _gpu_share(layers: int, n_layers: int | None) -> float:
