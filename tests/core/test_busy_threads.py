@@ -15,6 +15,7 @@ import llama_cpp
 import pytest
 from busyload import BusyLoop, ScriptedCpu
 
+from specchat.core.machine import busy
 from specchat.core.machine.busy import (
     IDLE_S,
     SAMPLE_S,
@@ -112,14 +113,27 @@ def _spent_inside(meter: CpuMeter, loops: BusyLoop, least_s: float) -> float:
         return loops.cpu_s() - inner0
 
 
-def test_another_programs_loop_is_counted_as_others_and_named() -> None:
+def test_another_programs_loop_is_counted_as_others() -> None:
     with BusyLoop(count=1, seconds=180, detached=True) as loops:
-        pid = loops.pids[0]
         inner = _spent_inside(meter := CpuMeter(), loops, 0.5)
     use = meter.use
     assert use is not None and inner >= 0.5
     assert use.others_s >= inner - TICK_S  # all it used is others' time, whatever else ran
-    assert f"(pid {pid})" in " ".join(name for name, _ in use.top)
+    assert use.others_share >= (inner - TICK_S) / (use.wall_s * use.cpus)
+
+
+def test_the_busiest_others_are_named_most_first() -> None:
+    before = {(1, "cc1plus"): 10.0, (2, "dpkg"): 5.0, (3, "idle"): 1.0, (4, "python"): 0.0}
+    after = {(1, "cc1plus"): 10.5, (2, "dpkg"): 6.5, (3, "idle"): 1.005, (4, "python"): 0.9}
+    assert busy._busiest(before, after, least_s=0.01) == (
+        ("dpkg (pid 2)", pytest.approx(1.5)),
+        ("python (pid 4)", pytest.approx(0.9)),
+        ("cc1plus (pid 1)", pytest.approx(0.5)),
+    )
+    assert [name for name, _ in busy._busiest(before, after, least_s=0.6)] == [
+        "dpkg (pid 2)",
+        "python (pid 4)",
+    ]
 
 
 def test_a_child_process_of_ours_is_never_others() -> None:
