@@ -95,7 +95,7 @@ class Engine(OneReplyAtATime):
                 self.target.close()
                 raise
         self.fit_threads = True  # fewer CPU threads beside a busy CPU (False: always as loaded)
-        self._others = OthersBetween()  # other programs' CPU use between replies
+        self._others = OthersBetween()  # other programs' CPU use of the last half second
         self._others.mark()
 
     # -- models -----------------------------------------------------------------------------
@@ -305,14 +305,13 @@ class Engine(OneReplyAtATime):
 
     def _fit_threads(self) -> int:
         """The CPU threads to decode with now: fewer than the models were loaded with while
-        other programs keep CPUs fully busy (measured since the last reply ended, or since the
-        last look during this one: machine/busy.py), as many again once they stop; unchanged
-        on a GPU, or when too little time passed to tell."""
+        other programs keep CPUs fully busy (over the last half second: machine/busy.py; a
+        burst that has ended and this process's own children never count), as many again once
+        they stop; unchanged on a GPU, or when too little time passed to tell."""
         if not self.fit_threads or self.target_on_gpu:
             return self.target.threads
         others = self._others.cores()
         if others is not None:
-            self._others.mark()
             n = threads_beside(others, self._others.cpus, self.target.n_threads)
             for rt in (self.target, self.draft):
                 if rt is not None:
