@@ -1,12 +1,15 @@
 """A new user's first window (a fresh SPECCHAT_DATA_DIR): Auto speculation, GPU layers "auto"
-and where the models run; an explicit mode is remembered; Help → System information.
+and where the models run; chat at once while the cost curve is measured; an explicit mode is
+remembered; Help → System information.
 
 Every window is `make_window(base=None)`: it reads its settings from the data directory itself.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +19,8 @@ from PySide6.QtCore import Qt
 from specchat.core.state.settings import load_settings
 from specchat.core.types import Mode
 
+# the whole cost curve on a busy 2-core machine (a plain reply of some 700 tokens at most)
+MEASURE_MS = 600_000
 SHOTS = os.environ.get("SPECCHAT_SHOTS")  # a folder: save PNGs of the windows to look at
 
 
@@ -82,3 +87,60 @@ def test_help_shows_system_information(make_window: Callable[..., Any], qtbot: A
         assert label in text
     _shot(dlg, "system-information.png")
     dlg.close()
+
+
+def test_chat_at_once_while_the_cost_curve_is_measured(
+    make_window: Callable[..., Any],
+    qtbot: Any,
+    send: Callable[..., Any],
+    data_dir: Path,
+    model_paths: tuple[Path, Path],
+) -> None:
+    """First launch (no kept cost curve): as soon as the pair has loaded the panel names the
+    target, Send works and a reply streams, while the target's cost curve is still being
+    measured in the background; Auto's note says what it priced with meanwhile. The curve
+    policy's pace hook holds the real measurement after its warm-up and two timed steps, so the
+    test sees it in progress however fast the machine is; let go, it finishes, is used and is
+    kept in the data directory."""
+    from specchat.core.engines.curve_policy import MEASURING, STORE_FILE, UNMEASURED_NOTE
+
+    target = draft = model_paths[1]  # the 0.5B pair: what it measures, not the model, counts
+    assert not (data_dir / STORE_FILE).exists()  # a new user: nothing measured yet
+    w = make_window(engine=None, mode="auto")
+    held = threading.Event()
+    held.set()
+    worker = w.controller.worker
+    worker.curves.pace = lambda done: done < 3 or not held.is_set()
+    streamed: list[Any] = []
+    w.controller.token.connect(lambda _rid, ev: streamed.append(ev))
+
+    w.loader.load(target, draft)
+    qtbot.waitUntil(lambda: not w.controller.loading_models, timeout=120_000)
+    # the measurement is under way, and held after its third step (a real one)
+    qtbot.waitUntil(
+        lambda: worker.measuring is not None and worker.measuring.done >= 3, timeout=MEASURE_MS
+    )
+    m = worker.measuring
+    assert m.done == 3 and not m.finished and w.controller.engine.cost_curve is None
+    assert w.models.target is not None and w.send_button.isEnabled()
+    label = w.models_panel.label.text()
+    assert f"<b>Target:</b> {w.models.target.name}<br>" in label, label
+    assert "Target:</b> <i>" not in label  # neither "none" nor "loading…"
+    curve_line = w.models_panel.curve
+    assert curve_line.isVisible() and MEASURING in curve_line.text()
+    _shot(w, "first-launch-measuring.png")
+
+    stats = send(w, "Say hi in three words.")
+    assert len(streamed) >= 2 and stats.tokens >= 1  # streamed, step by step
+    assert UNMEASURED_NOTE in stats.note, stats.note
+    assert worker.measuring is m and m.done == 3 and not m.finished  # still held: the reply
+    assert w.controller.engine.cost_curve is None  # ran while the curve was being measured
+
+    held.clear()  # let it finish: then it prices Auto's drafts and is kept for the next start
+    qtbot.waitUntil(lambda: worker.measuring is None, timeout=MEASURE_MS)
+    curve = w.controller.engine.cost_curve
+    assert curve is not None and curve.source == "measured" and len(curve.points) == 8
+    assert not curve_line.isVisible()
+    assert len(json.loads((data_dir / STORE_FILE).read_text())["curves"]) == 1
+    stats = send(w, "Say bye in three words.")
+    assert UNMEASURED_NOTE not in stats.note, stats.note

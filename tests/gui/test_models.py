@@ -81,7 +81,9 @@ def test_loading_errors_and_draft_availability(
     qtbot.waitUntil(lambda: "built in" in w.history_label.text(), timeout=10_000)
     assert w.history_label.text().startswith("lookup history: 1 conversation, ")
     assert w.controller.engine.history.n_tokens > 0  # the exchange above, from the database
-    curve = w.controller.engine.cost_curve  # measured after the load, on the worker
+    # measured in the background after the load, between requests, on the worker
+    qtbot.waitUntil(lambda: w.controller.worker.measuring is None, timeout=LOAD_MS)
+    curve = w.controller.engine.cost_curve
     assert curve is not None and curve.source == "measured"
     qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)
     assert w.models.target is not None and w.models.draft is None

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from specchat.core.decoding.runtime import RuntimeConfig
+from specchat.core.engines.curve_policy import how_long
 from specchat.core.store.local_models import default_pair_paths
 
 __all__ = [
@@ -46,9 +47,9 @@ def add_cost_curve_option(p: argparse.ArgumentParser) -> None:
         choices=("measured", "flat"),
         default="measured",
         help="what a verification of n tokens is priced at when choosing draft lengths: the "
-        "target's decode times measured on this machine first (default; about 20 s on a 2-core "
-        "CPU), or flat (n tokens cost one token's time: an idealised GPU; docs/gpu.md has an "
-        "H100's measured curve)",
+        "target's decode times measured on this machine and kept per model file (default; "
+        f"{how_long()}; bench measures afresh), or flat (n tokens cost one token's time: an "
+        "idealised GPU; docs/gpu.md has an H100's measured curve)",
     )
 
 

@@ -20,6 +20,7 @@ from specchat.cli.prompt_input import (
     tolerant_stdin,
 )
 from specchat.core.decoding.pricing.cost_curve import FLAT, CostCurve, CostCurveError
+from specchat.core.engines.curve_policy import CurvePolicy
 from specchat.core.engines.local import Engine, Message
 from specchat.core.reply import Reply
 from specchat.core.types import (
@@ -114,7 +115,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     with engine_from_args(args) as engine:
         notices = tuple(getattr(engine, "notices", ()))
         fit_prompt(engine, messages)  # a prompt longer than the context: an error
-        curve = _cost_curve(engine, args, max(args.k_max, params.lookup_k_max))
+        curve = _cost_curve(engine, args)
         reply = stream(engine.generate(messages, params, args.mode))
     print()
     if args.json:
@@ -134,23 +135,21 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cost_curve(engine: Engine, args: argparse.Namespace, longest: int) -> CostCurve | None:
-    """Lookup and auto size their drafts with the cost curve: measured here first (up to the
-    longest draft, about 30 s on a 2-core CPU), or flat. Off and draft do not plan, and a
-    server decides for itself."""
+def _cost_curve(engine: Engine, args: argparse.Namespace) -> CostCurve | None:
+    """Lookup and auto size their drafts with the cost curve: the one kept for this model and
+    machine, else measured here first and kept (core/engines/curve_policy.py), or flat. Off
+    and draft do not plan, and a server decides for itself."""
     if args.mode not in (Mode.LOOKUP.value, Mode.AUTO.value) or not isinstance(engine, Engine):
         return None
     if args.cost_curve == FLAT:
         curve = CostCurve.flat()
-    else:
-        note("measuring the target's cost curve…")
-        try:
-            curve = engine.measure_cost_curve(k_max=longest)  # up to the longest draft
-        except CostCurveError as exc:
-            note(f"{exc}: draft lengths are priced by the engine's online estimate")
-            return None
-    engine.use_cost_curve(curve)
-    return curve
+        engine.use_cost_curve(curve)
+        return curve
+    try:
+        return CurvePolicy().now(engine, on_start=note)
+    except CostCurveError as exc:
+        note(f"{exc}: draft lengths are priced by the engine's online estimate")
+        return None
 
 
 HELP = """commands:

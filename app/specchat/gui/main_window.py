@@ -161,6 +161,7 @@ class MainWindow(QMainWindow):
         m.historyIndexed.connect(self.history_label.setText)
         m.message.connect(self.show_banner)
         m.offloadDecided.connect(self.models_panel.set_offload)
+        m.curveStatus.connect(self.models_panel.set_curve_status)
         self.input.submitted.connect(self.send)
         self.send_button.clicked.connect(lambda: self.send(self.input.toPlainText()))
         self.stop_button.clicked.connect(self.stop)

@@ -10,13 +10,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from specchat.core.decoding.chat_template import ChatTemplate, Message
-from specchat.core.decoding.config import RuntimeFacts, adjust_config
+from specchat.core.decoding.config import ModelLoadError, RuntimeFacts, adjust_config
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.drafters.base import Drafter, DrafterKind
 from specchat.core.decoding.drafters.draft_model import ModelDrafter
 from specchat.core.decoding.drafters.history_index import HistoryIndex
+from specchat.core.decoding.drafters.mtp import MTPDrafter, head_for, is_head_file
 from specchat.core.decoding.drafters.ngram import NgramDrafter
 from specchat.core.decoding.pricing.cost_curve import (
     GREEDY_CHAIN,
@@ -27,13 +29,15 @@ from specchat.core.decoding.pricing.cost_curve import (
 from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
 from specchat.core.engines.base import Cancel, OneReplyAtATime, cancel_check
+from specchat.core.engines.curve_policy import note_unmeasured
 from specchat.core.gguf.compat import draft_size_warning, require_compatible
-from specchat.core.gguf.header import GGUFInfo, read_gguf_info
+from specchat.core.gguf.header import GGUFError, GGUFInfo, read_gguf_info
 from specchat.core.machine.backend_info import gpu_offload_supported
 from specchat.core.machine.busy import OthersBetween, threads_beside
 from specchat.core.machine.cpu import cpu_count
 from specchat.core.types import EngineBusyError, GenerationParams, Mode, TokenEvent
 
+T = TypeVar("T")
 REFIT_S = 0.5  # how often a reply looks again at other programs' CPU use (Engine._fit_threads)
 
 __all__ = [
@@ -84,29 +88,36 @@ class Engine(OneReplyAtATime):
         self.template = ChatTemplate(self.target)
         self.draft: ModelRuntime | None = None
         self._model_drafter: ModelDrafter | None = None
+        self._head: MTPDrafter | None = None  # the target's MTP head or Gemma 4 assistant
+        self._head_notices: tuple[str, ...] = ()
         self.history = HistoryIndex()  # earlier conversations, for Lookup (filled by the caller)
         self._lookup = NgramDrafter(history=self.history)
         self.cost_curve: CostCurve | None = None  # what the planner prices verification with
         self.cost = self._new_cost_model()
-        if draft_path is not None:
-            try:
+        try:
+            self._attach_head(None)  # built in, or a sidecar or assistant beside the target
+            if draft_path is not None:
                 self.load_draft(draft_path, draft_config)
-            except BaseException:
-                self.target.close()
-                raise
+        except BaseException:
+            self.close()
+            raise
         self.fit_threads = True  # fewer CPU threads beside a busy CPU (False: always as loaded)
         self._others = OthersBetween()  # other programs' CPU use of the last half second
         self._others.mark()
 
     # -- models -----------------------------------------------------------------------------
     def load_draft(self, path: str | Path, config: RuntimeConfig | None = None) -> None:
-        """Load (or replace) the draft model after checking that it fits the target."""
+        """Load (or replace) the draft model after checking that it fits the target. An MTP
+        sidecar or a Gemma 4 assistant becomes the target's head instead (Mode.MTP)."""
         info = read_gguf_info(path)
+        if is_head_file(info, Path(path)):
+            self._attach_head(path)
+            return
         require_compatible(self.target.info, info)
         config = config or self.target.config
         notices = _notices(config, info)
         warning = draft_size_warning(self.target.info, info)
-        rt = ModelRuntime(path, _loadable(config))
+        rt = ModelRuntime(path, _loadable(config), rollback_tokens=0)  # (cut by re-decoding)
         with self._lock:
             self._draft_notices = notices + ((warning,) if warning else ())
             old, self.draft = self.draft, rt
@@ -161,6 +172,17 @@ class Engine(OneReplyAtATime):
         with self._lock:
             return measure_host_floor(self.target)
 
+    def measure_step(self, step: Callable[[ModelRuntime], T]) -> T:
+        """Run `step` on the target while holding the engine as a reply does (one step of a
+        cost curve measured between replies: curve_policy.py); EngineBusyError while a reply
+        runs."""
+        if not self._lock.acquire(blocking=False):
+            raise EngineBusyError("a reply is being generated")
+        try:
+            return step(self.target)
+        finally:
+            self._lock.release()
+
     def use_cost_curve(self, curve: CostCurve | None) -> None:
         """Price verifications with `curve` from now on (flat: an idealised GPU; None: the line
         the cost model fits online)."""
@@ -173,10 +195,43 @@ class Engine(OneReplyAtATime):
         return self.draft is not None
 
     @property
+    def head_name(self) -> str | None:
+        """The name of the target's MTP head or assistant ("Built-in MTP"), None without."""
+        return self._head.name if self._head is not None else None
+
+    def _attach_head(self, path: str | Path | None) -> None:
+        """Draft with the target's head: the file given (a sidecar or an assistant: a file
+        that cannot draft for this target raises ValueError with the reason), or the one found
+        with the target. A head found but not loadable is a notice, not a failure."""
+        try:
+            head = head_for(self.target, path)
+        except (ValueError, GGUFError, OSError) as exc:
+            if path is not None:
+                raise
+            self._head_notices = (f"the MTP head could not be loaded: {exc}",)
+            return
+        if head is not None and self._head is not None and self._head.head == head:
+            return  # already drafting with it
+        with self._lock:  # (one head at a time: each switches the target's hidden states)
+            old, self._head = self._head, None
+            if old is not None:
+                old.close()
+            self._head_notices = ()
+            if head is None:
+                return
+            try:
+                self._head = MTPDrafter(self.target, head)
+            except ModelLoadError as exc:
+                if path is not None:
+                    raise
+                self._head_notices = (f"the MTP head could not be loaded: {exc}",)
+
+    @property
     def notices(self) -> tuple[str, ...]:
         """Settings changed at load time (and why) and warnings about the pair, for the user:
         the CLI's stats line, the window's gauge and status bar."""
         out = list(self._target_notices)
+        out.extend(n for n in self._head_notices if n not in out)
         for n in self._draft_notices:
             if n not in out:
                 out.append(n if n.startswith("the draft") else f"draft: {n}")
@@ -227,6 +282,9 @@ class Engine(OneReplyAtATime):
 
     def close(self) -> None:
         with self._lock:
+            if self._head is not None:
+                self._head.close()
+                self._head = None
             if self.draft is not None:
                 self.draft.close()
                 self.draft = None
@@ -256,6 +314,11 @@ class Engine(OneReplyAtATime):
         params, mode = self.checked(prompt, params, mode)
         if mode is Mode.DRAFT and self._model_drafter is None:
             raise DraftUnavailableError("no draft model is loaded: load one or pick another mode")
+        if mode is Mode.MTP and self._head is None:
+            raise DraftUnavailableError(
+                "this model has no MTP head or assistant: give one with --draft "
+                "(an mtp-*.gguf or a Gemma 4 assistant) or pick another mode"
+            )
         tokens, stop = list(prompt), cancel_check(cancel)
         return self.exclusive(lambda: self._run(tokens, params, mode, stop))
 
@@ -268,8 +331,9 @@ class Engine(OneReplyAtATime):
     ) -> Iterator[TokenEvent]:
         # The shared drafters are touched only once this call owns the engine.
         threads = self._fit_threads()
-        if self._model_drafter is not None:
-            self._model_drafter.reset(params.k_init, params.k_max)
+        for costly in (self._model_drafter, self._head):
+            if costly is not None:
+                costly.reset(params.k_init, params.k_max)
         self._lookup.reset(
             min_match=params.lookup_min_match,
             max_ngram=params.lookup_max_ngram,
@@ -286,9 +350,12 @@ class Engine(OneReplyAtATime):
         )
         st = dec.stats
         st.threads, st.threads_wanted = threads, self.target.n_threads
+        unmeasured = mode is Mode.AUTO and self.cost_curve is None
         refit = time.perf_counter() + REFIT_S
         try:
             for ev in dec.run():
+                if unmeasured:  # Auto priced by the online line: its note says so
+                    note_unmeasured(ev.stats)
                 yield ev
                 if time.perf_counter() >= refit:  # a program may start or stop meanwhile
                     st.threads = min(st.threads, self._fit_threads())
@@ -301,6 +368,8 @@ class Engine(OneReplyAtATime):
         out: list[Drafter] = [self._lookup]
         if self._model_drafter is not None:
             out.append(self._model_drafter)
+        if self._head is not None:
+            out.append(self._head)
         return out
 
     def _fit_threads(self) -> int:

@@ -45,6 +45,7 @@ class ModelLoader(QObject):
     historyIndexed = Signal(str)  # what the lookup history index holds (kept in view)
     message = Signal(str, str)  # HTML for the banner, and its kind ("error" | "info")
     offloadDecided = Signal(object)  # OffloadDecision: where the pair being loaded will run
+    curveStatus = Signal(str)  # the target's cost curve being measured ("" when not)
 
     def __init__(
         self,
@@ -68,6 +69,7 @@ class ModelLoader(QObject):
         engine.loaded.connect(self._on_loaded)
         engine.loadFailed.connect(self._on_failed)
         engine.historyIndexed.connect(self.historyIndexed.emit)
+        engine.curveStatus.connect(self.curveStatus.emit)
 
     @property
     def draft_path(self) -> Path | None:

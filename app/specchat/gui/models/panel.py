@@ -1,4 +1,5 @@
-"""What is loaded: target and draft with size, quantization and offload; load progress."""
+"""What is loaded: target and draft with size, quantization and offload; load progress; the
+target's cost curve while it is measured in the background (the chat works meanwhile)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from html import escape
 
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
+from specchat.core.engines.curve_policy import how_long
 from specchat.core.engines.local import LoadedModelInfo
 from specchat.core.placement.offload import OffloadDecision, Placement
 from specchat.core.units import format_bytes
@@ -20,11 +22,16 @@ def offload_text(n_gpu_layers: int) -> str:
     return f"GPU, {n_gpu_layers} layers"
 
 
-def model_line(role: str, info: LoadedModelInfo | None, placement: Placement | None = None) -> str:
+def model_line(
+    role: str,
+    info: LoadedModelInfo | None,
+    placement: Placement | None = None,
+    loading: bool = False,
+) -> str:
     """One model's line; with ``placement`` (the offload decision it was loaded with), where it
-    runs and why."""
+    runs and why. No model: "loading…" while a load runs, else "none"."""
     if info is None:
-        return f"<b>{role}:</b> <i>none</i>"
+        return f"<b>{role}:</b> <i>{'loading…' if loading else 'none'}</i>"
     where = offload_text(info.n_gpu_layers)
     if placement is not None and placement.layers == info.n_gpu_layers:
         where = f"{placement.where()} ({placement.reason})"
@@ -54,6 +61,16 @@ class ModelsPanel(QGroupBox):
         self.label.setWordWrap(True)
         self.status = QLabel()
         self.status.setWordWrap(True)
+        self.curve = QLabel()  # the cost curve measured in the background
+        self.curve.setObjectName("costCurveStatus")
+        self.curve.setWordWrap(True)
+        self.curve.setToolTip(
+            "Auto sizes its drafts by what verifying n tokens costs on this machine. It is "
+            f"measured once per model file and machine ({how_long()}), in short steps "
+            "between replies: chat meanwhile."
+        )
+        self.curve.setVisible(False)
+        self._loading = False
         self.progress = QProgressBar()
         self.progress.setRange(0, 0)  # llama.cpp reports no progress: a busy bar
         self.progress.setMaximumHeight(10)
@@ -62,13 +79,14 @@ class ModelsPanel(QGroupBox):
         lay.addWidget(self.label)
         lay.addWidget(self.status)
         lay.addWidget(self.progress)
+        lay.addWidget(self.curve)
         self.set_loading(None)
         self.set_info(ModelsInfo())
 
     def set_info(self, info: ModelsInfo) -> None:
         self.info = info
         d = self.offload
-        text = model_line("Target", info.target, d.target if d else None)
+        text = model_line("Target", info.target, d.target if d else None, self._loading)
         text += "<br>" + model_line("Draft", info.draft, d.draft if d else None)
         if d is not None and d.advice and info.target is not None:
             text += f"<br><span style='font-size:small'><i>{escape(d.advice)}</i></span>"
@@ -86,3 +104,11 @@ class ModelsPanel(QGroupBox):
         self.status.setText(text or "")
         self.status.setVisible(bool(text))
         self.progress.setVisible(bool(text))
+        if self._loading != bool(text):
+            self._loading = bool(text)
+            self.set_info(self.info)
+
+    def set_curve_status(self, text: str) -> None:
+        """The cost curve's measurement, as the inference thread reports it ("" once done)."""
+        self.curve.setText(f"<span style='font-size:small'><i>{escape(text)}</i></span>")
+        self.curve.setVisible(bool(text))

@@ -4,6 +4,10 @@ The GUI never calls the engine directly. It asks `EngineController` (GUI thread)
 or compare; the controller forwards each request over a queued signal to `EngineWorker`, which
 runs it on the inference thread and reports back with signals. A stop request sets a
 `threading.Event` that the decoder checks between steps, so stopping never waits on the queue.
+
+After a target loads, the worker reports the models at once and measures the target's cost
+curve in the background, one short step at a time between requests, as the core's curve policy
+says (core/engines/curve_policy.py): a request asked for meanwhile waits for one step at most.
 """
 
 from __future__ import annotations
@@ -14,11 +18,11 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 
 from specchat.core.bench.compare import run_comparison
 from specchat.core.conversation.context_fit import WINDOW_ADVICE, PromptTooLongError, fit_for_engine
-from specchat.core.decoding.pricing.cost_curve import CostCurve
+from specchat.core.engines.curve_policy import CurvePolicy, Measurement
 from specchat.core.engines.history_feed import HistoryFeed
 from specchat.core.engines.local import Engine, Message
 from specchat.core.types import GenerationParams, Mode
@@ -27,7 +31,7 @@ from specchat.gui.threads.requests import GenerateRequest, LoadRequest, ModelsIn
 
 log = logging.getLogger(__name__)
 
-COST_NS = (1, 2, 3, 5, 9, 17, 33, 65)  # batch sizes timed after a target loads (to a copy's 64)
+PACE_MS = 250  # how soon a measurement step the curve policy held back is asked for again
 _threads: set[QThread] = set()  # every inference thread started and not yet joined
 
 
@@ -49,14 +53,25 @@ class EngineWorker(QObject):
     failed = Signal(int, str)  # request id, readable message
     trimmed = Signal(int, str)  # request id, what was left out to fit the context (context_fit)
     historyIndexed = Signal(str)  # what the lookup history index holds, once it is built
+    curveStatus = Signal(str)  # the cost curve being measured, and how far ("" when not)
+    _nextStep = Signal()  # the next measurement step, queued behind the requests asked before
 
-    def __init__(self, engine: Engine | None = None, owns_engine: bool = True) -> None:
+    def __init__(
+        self,
+        engine: Engine | None = None,
+        owns_engine: bool = True,
+        curves: CurvePolicy | None = None,
+    ) -> None:
         super().__init__()
         self.engine = engine
         self._owns = owns_engine
         self.closing = threading.Event()  # set by the controller on shutdown
         self._history = HistoryFeed(self.historyIndexed.emit)  # the lookup history index
-        self._curves: dict[tuple[object, ...], CostCurve] = {}  # measured, by what sets it
+        self.curves = curves if curves is not None else CurvePolicy()
+        self.measuring: Measurement | None = None  # the target's curve, being measured
+        self._step_asked = False  # a step is queued or timed: ask for none more
+        # queued, though emitted on this thread: each step returns to the event loop first
+        self._nextStep.connect(self._measure_step, Qt.ConnectionType.QueuedConnection)
 
     # -- models -----------------------------------------------------------------------------
     def info(self) -> ModelsInfo:
@@ -94,7 +109,7 @@ class EngineWorker(QObject):
             if old is not None and old_owned:
                 old.close()
             self._history.start(new, req.history_db)
-            self._measure_costs(new)
+            self.measuring = self.curves.begin(new)  # the kept curve, else one to measure
         eng = self.engine
         assert eng is not None
         if req.draft is None:
@@ -112,32 +127,39 @@ class EngineWorker(QObject):
                 log.info("draft load failed", exc_info=True)
                 self.loadFailed.emit("draft", readable_error(exc, Path(req.draft)))
         self.loaded.emit(self.info())
+        self._measure_later()
 
-    def _measure_costs(self, engine: Engine) -> None:
-        """Time the new target's decodes of a few batch sizes up to 33 tokens, so drafts are
-        sized by what verifying costs on this machine (longer ones follow the curve's last
-        slope). That takes time on a CPU (about 11 s for the 0.5B model on 2 cores), so a
-        target file reloaded with the same threads, GPU layers and batch (a new context size,
-        say) keeps the curve it was measured with."""
-        rt = engine.target
-        key: tuple[object, ...] = ()
+    # -- the cost curve, between requests ----------------------------------------------------
+    def _measure_later(self) -> None:
+        """Queue the next step of the curve's measurement, if one is under way (behind every
+        request already asked: each runs first)."""
+        m = self.measuring
+        if m is None or self._step_asked or self.closing.is_set():
+            return
+        self._step_asked = True
+        self.curveStatus.emit(m.status())
+        self._nextStep.emit()
+
+    @Slot()
+    def _measure_step(self) -> None:
+        self._step_asked = False
+        m, engine = self.measuring, self.engine
+        if m is None or engine is None or self.closing.is_set():
+            return
+        if not self.curves.may_step(m):  # held back: ask again in a moment
+            self._step_asked = True
+            QTimer.singleShot(PACE_MS, self._measure_step)
+            return
         try:
-            st, cfg = rt.path.stat(), rt.config
-            key = (str(rt.path.resolve()), st.st_size, st.st_mtime_ns)
-            key += (cfg.threads(), cfg.n_gpu_layers, cfg.n_batch)
-        except OSError:
-            pass  # measured, and not kept
-        curve = self._curves.get(key) if key else None
-        if curve is None:
-            self.loading.emit("Measuring what verifying a draft costs on this machine…")
-            try:
-                curve = engine.measure_cost_curve(ns=COST_NS, repeats=2)
-            except Exception:  # the cost model's online estimate serves instead
-                log.info("could not measure the cost curve", exc_info=True)
-                return
-            if key:
-                self._curves[key] = curve
-        engine.use_cost_curve(curve)
+            finished = self.curves.step(engine, m)
+        except Exception:  # the cost model's online line serves instead
+            log.info("could not measure the cost curve", exc_info=True)
+            finished = True
+        if finished:
+            self.measuring = None
+            self.curveStatus.emit("")
+        else:
+            self._measure_later()
 
     @Slot(object)
     def set_history(self, db: Path | None) -> None:
@@ -157,6 +179,12 @@ class EngineWorker(QObject):
 
     @Slot(int, object)
     def generate(self, rid: int, req: GenerateRequest) -> None:
+        try:
+            self._generate(rid, req)
+        finally:
+            self._measure_later()
+
+    def _generate(self, rid: int, req: GenerateRequest) -> None:
         if self.engine is None:
             self.failed.emit(rid, "No model is loaded.")
             return
@@ -194,6 +222,12 @@ class EngineWorker(QObject):
 
     @Slot(int, object)
     def compare(self, rid: int, req: GenerateRequest) -> None:
+        try:
+            self._compare(rid, req)
+        finally:
+            self._measure_later()
+
+    def _compare(self, rid: int, req: GenerateRequest) -> None:
         if self.engine is None:
             self.failed.emit(rid, "No model is loaded.")
             return
@@ -247,8 +281,11 @@ class EngineController(QObject):
         engine: Engine | None = None,
         *,
         owns_engine: bool = True,
+        curves: CurvePolicy | None = None,
         parent: QObject | None = None,
     ) -> None:
+        """`curves`: when the target's cost curve is measured (default: the core's policy,
+        curves kept in the data directory)."""
         super().__init__(parent)
         self._ids = itertools.count(1)
         self._cancel = threading.Event()
@@ -256,7 +293,7 @@ class EngineController(QObject):
         self._loading = False
         self.thread_ = QThread()
         self.thread_.setObjectName("specchat-inference")
-        self.worker = EngineWorker(engine, owns_engine)
+        self.worker = EngineWorker(engine, owns_engine, curves)
         self.worker.moveToThread(self.thread_)
         w = self.worker
         self._requestLoad.connect(w.load)
@@ -277,6 +314,7 @@ class EngineController(QObject):
         self.failed = w.failed
         self.trimmed = w.trimmed
         self.historyIndexed = w.historyIndexed
+        self.curveStatus = w.curveStatus
         w.finished.connect(self._request_done)
         w.compareFinished.connect(self._request_done)
         w.failed.connect(self._request_done)
