@@ -249,6 +249,23 @@ def test_an_assistant_adds_its_weights_and_buffers_but_no_kv(models: dict[str, P
     assert _logged(head, "KV") == 0 and _logged(head, "compute") > 0
 
 
+def test_an_mtp_sidecar_adds_its_nextn_kv_and_replaces_the_built_in_head(
+    models: dict[str, Path], tmp_path: Path
+) -> None:
+    """An mtp-*.gguf holds only NextN blocks: its context has their KV cache (here one block,
+    2 KV heads of 16 / 4 = 4 values for K and for V, f16: 32 bytes a token) and no recurrent
+    state; the engine drafts with it instead of the target's own head."""
+    from fakehub import write_arch_gguf
+
+    sidecar = write_arch_gguf(tmp_path / "mtp-x.gguf", "qwen35", n_layers=4, nextn=1, trunk=False)
+    fp = ModelFootprint.from_info(read_gguf_info(sidecar), as_draft=True)
+    assert fp.drafter == "mtp" and fp.kv_bytes_per_token == 32 and fp.state_bytes == 0
+    target = ModelFootprint.from_info(read_gguf_info(models["tiny-qwen35"]))
+    plan = plan_memory(target, fp, N_CTX, machine=MACHINE)
+    assert plan.draft_kv == 32 * N_CTX and plan.draft_recurrent == 0
+    assert plan.head_bytes == 0 < plan_memory(target, None, N_CTX, machine=MACHINE).head_bytes
+
+
 def _header(path: Path, arch: str, keys: dict[str, object]) -> GGUFInfo:
     """A header-only GGUF (one dummy tensor): what the plan and doctor read."""
     w = gguf.GGUFWriter(str(path), arch)
