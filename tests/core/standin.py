@@ -57,6 +57,7 @@ class StandIn:
         self.token_s = token_s
         self.host_rows = 0
         self.can_rollback = can_rollback
+        self.rollback_depth = n_ctx  # (a transformer: any cut)
         self.fail_partial_erase = False  # force llama.cpp's "cannot erase part" answer
         self.sampler = _NoBackendSampler()
         self.info = SimpleNamespace(model_name="stand-in", display_name="stand-in")

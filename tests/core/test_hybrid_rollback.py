@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 from tinymodel import Lfm2Shape, write_lfm2, write_loadable_gguf, write_qwen35_mtp
 
-from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
+from specchat.core.decoding.runtime import HYBRID_ROLLBACK_TOKENS, ModelRuntime, RuntimeConfig
 from specchat.core.gguf.header import read_gguf_info
 from specchat.core.gguf.recurrent import state_bytes
 
@@ -77,7 +77,8 @@ def test_hybrid_target_can_roll_back(models: dict[str, Path], arch: str) -> None
     try:
         assert rt.recurrent
         assert rt.can_rollback
-        assert rt.n_rs_seq == rt.rollback_depth == 62  # ROWS_MAX, cut to the 64-token batch's 62
+        # the default, HYBRID_ROLLBACK_TOKENS (16), within the 64-token batch's 62
+        assert rt.n_rs_seq == rt.rollback_depth == HYBRID_ROLLBACK_TOKENS == 16
         assert rt.snapshot_bytes > 0
     finally:
         rt.close()

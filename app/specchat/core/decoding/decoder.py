@@ -61,6 +61,10 @@ NO_ROLLBACK_NOTE = (
     "speculation is off: {name} keeps a recurrent state that llama.cpp cannot roll back "
     "on this build, so a rejected draft could not be undone"
 )
+DRAFT_NO_ROLLBACK_NOTE = (
+    "speculation is off: the draft model {name} keeps a recurrent state, which cannot take a "
+    "rejected draft back; pick a transformer draft model, Lookup or Auto"
+)
 
 
 class _Finished(Exception):
@@ -115,6 +119,7 @@ class Decoder:
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
         self._settings: dict[DrafterKind, DraftSettings] = {}
         self._runtimes: list[ModelRuntime] = []  # the drafters' own llama contexts (clocks)
+        self._readers: list[Drafter] = []  # drafters shown every target decode
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _hist(self, extra: Sequence[int] = ()) -> list[int]:
@@ -202,9 +207,13 @@ class Decoder:
                     continue
                 step_start = time.perf_counter()
                 llama_start = self._llama_at_event  # nothing decodes between event and step
+                # (and each drafter's own cap; a hybrid target rolls back only so far)
                 limit = min(
-                    room - 1, self.params.max_tokens - self.stats.tokens, ROWS_MAX - 1
-                )  # (and each drafter's own cap)
+                    room - 1,
+                    self.params.max_tokens - self.stats.tokens,
+                    ROWS_MAX - 1,
+                    t.rollback_depth,
+                )
                 drafter, sent, classes = self._draft(limit)
                 k = len(sent.tokens)
                 base = len(self.ctx)
@@ -265,7 +274,8 @@ class Decoder:
                 self.drafters = usable  # Auto goes on with the others
         if blocked is not None:
             name = blocked.info.display_name or blocked.path.stem
-            self.stats.note = NO_ROLLBACK_NOTE.format(name=name)
+            note = NO_ROLLBACK_NOTE if blocked is self.target else DRAFT_NO_ROLLBACK_NOTE
+            self.stats.note = note.format(name=name)
             self.drafters = []
             self.mode = Mode.OFF
             self.stats.mode = Mode.OFF.value
@@ -277,6 +287,7 @@ class Decoder:
         idle = [d.runtime for d in self._loaded if d.runtime is not None]
         self.choose.setup(drafting, [rt for rt in idle if rt not in drafting])
         self._runtimes = drafting
+        self._readers = [d for d in self.drafters if d.reads_target]
         for d in self.drafters:
             if not d.costly:
                 self._settings[d.kind] = DraftSettings(more=self._worth_more)
@@ -295,16 +306,18 @@ class Decoder:
         when its sampler runs in the graph), so a seed gives the same reply cold or warm."""
         t = self.target
         n = len(self.prompt)
+        for d in self.drafters:
+            d.begin(self.prompt)
         key = self.choose.first_key()
         first_input = t.recall(n, key) if t.common_prefix(self.prompt) >= n else None
         if not isinstance(first_input, First) or not t.truncate(n):
             t.truncate(min(t.common_prefix(self.prompt), n - 1))
-            rows = t.decode(self.prompt[len(t.cache) :], logits_for="last", cancel=self.cancel)
+            start = len(t.cache)
+            rows = t.decode(self.prompt[start:], logits_for="last", cancel=self.cancel)
+            self._show_target(self.prompt[start:], start, "last")
             first_input = self.choose.first_input(rows)
             t.remember(n, key, first_input)
         self.stats.prefill_s = time.perf_counter() - self._t0
-        for d in self.drafters:
-            d.begin(self.prompt)
         # The first token comes straight from the prefill: no draft work delays it.
         row = first_input.row[None, :] if first_input.row is not None else self._no_rows
         if first_input.token is not None:
@@ -314,6 +327,10 @@ class Decoder:
         else:
             first = self.choose.choose(row, 0)
         self._push(first, False, row, -1, first_input.top2)
+
+    def _show_target(self, tokens: Sequence[int], start: int, outputs: str) -> None:
+        for d in self._readers:
+            d.observe_target(tokens, start, outputs)
 
     def _judge_unsent(self, sent_by: Drafter | None, base: int) -> None:
         """A free drafter's proposal not verified is judged anyway by the token the step
@@ -330,6 +347,8 @@ class Decoder:
     def _plain_step(self, learn: bool = True) -> None:
         t, before, pick = self.target, self.target.llama_s, self.choose.graph_token
         rows = t.decode([self.ctx[-1]], logits_for="last")
+        if self._readers:
+            self._show_target(self.ctx[-1:], len(self.ctx) - 1, "last")
         if learn:
             self.cost.steps.observe_target(1, t.llama_s - before)
         try:
@@ -428,6 +447,8 @@ class Decoder:
         base = len(self.ctx)  # position of the first drafted token
         before = t.llama_s
         rows = t.decode([self.ctx[-1], *tokens], logits_for="all")
+        if self._readers:
+            self._show_target([self.ctx[-1], *tokens], base - 1, "all")
         self.cost.steps.observe_target(k + 1, t.llama_s - before)
         st.target_steps += 1
         st.verify_steps += 1
@@ -443,9 +464,13 @@ class Decoder:
                 self._push(tokens[i], True, rows, i)
             self._push(nxt, False, rows, m)
         finally:
-            if not t.truncate(base + m):
+            if not t.truncate(base + m):  # (the cache was cleared: decode what is kept)
                 t.decode(self.ctx[:base] + tokens[:m], logits_for="none")
+                self._show_target(self.ctx[:base] + tokens[:m], 0, "none")
             drafter.rollback(base + m)
+            for d in self._readers:
+                if d is not drafter:
+                    d.rollback(base + m)
             j = self._produced
             from_history = draft.source == HISTORY
             st.count_verification(k if j > m else j, min(m, j), j, from_history)  # all sent

@@ -64,6 +64,12 @@ log = logging.getLogger(__name__)
 
 Logits = npt.NDArray[np.float32]
 
+# The longest draft a hybrid (recurrent) target can take back: one state snapshot a token, each
+# as large as the model's whole recurrent state (19 MiB on Qwen3.5-0.8B's shape: 16 of them
+# 308 MiB, ROWS_MAX of them 1.27 GiB, more than its weights). The memory plan counts them;
+# the decoder drafts no further than `ModelRuntime.rollback_depth`.
+HYBRID_ROLLBACK_TOKENS = 16
+
 _backend_lock = threading.Lock()
 _backend_ready = False
 
@@ -104,8 +110,8 @@ class ModelRuntime:
 
     `rollback_tokens`: how many tokens a cut may take back from a recurrent or hybrid model's
     last decode (llama.cpp's `n_rs_seq`, one state snapshot each): a verification of a k-token
-    draft cuts at most k. The default covers the longest draft a decode may verify (ROWS_MAX
-    rows: up to ROWS_MAX - 1 drafts and the token before them); 0 for a model that never
+    draft cuts at most k. The default, HYBRID_ROLLBACK_TOKENS, is the longest draft SpecChat sends
+    such a model (its snapshots cost memory); 0 for a model that never
     verifies (a draft model, whose cuts span many one-token decodes). Ignored for transformers.
     """
 
@@ -114,7 +120,7 @@ class ModelRuntime:
         path: str | os.PathLike[str],
         config: RuntimeConfig | None = None,
         *,
-        rollback_tokens: int = ROWS_MAX,
+        rollback_tokens: int = HYBRID_ROLLBACK_TOKENS,
     ) -> None:
         if rollback_tokens < 0:
             raise ValueError("rollback_tokens must be 0 or more")

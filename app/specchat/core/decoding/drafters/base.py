@@ -3,9 +3,11 @@ proposes (`Proposal`), and the names of the kinds of drafter (`DrafterKind`).
 
 A step asks a drafter for up to `limit` tokens after the conversation so far (`propose`), has
 the target verify them, tells the drafter how many were kept (`feedback`), and cuts the
-drafter's own state back to the tokens the conversation now holds (`rollback`). A drafter whose
-drafting costs target-like work (a draft model, an MTP head) is `costly`: the decoder sizes its
-draft before asking for it. One that only looks things up (lookup) is not: it proposes the most
+drafter's own state back to the tokens the conversation now holds (`rollback`). A drafter that
+drafts from the target's own hidden states (an MTP head, a Gemma 4 assistant) `reads_target`:
+the decoder shows it every target decode (`observe_target`). A drafter whose drafting costs
+target-like work (a draft model, an MTP head) is `costly`: the decoder sizes its draft before
+asking for it. One that only looks things up (lookup) is not: it proposes the most
 it can, and the pricing keeps the part worth verifying (`Proposal.cut`).
 
 The drafters also answer llama-cpp-python's `LlamaDraftModel` call (`__call__(input_ids,
@@ -86,6 +88,7 @@ class Drafter(Protocol):
     kind: DrafterKind
     costly: bool  # drafting runs a model: the decoder sizes the draft before asking
     name: str  # what the window and the statistics call it ("draft model", "Built-in MTP")
+    reads_target: bool  # it drafts from the target's own hidden states (observe_target)
     catch_up_s: float  # seconds the last proposal spent on tokens it had not seen
 
     @property
@@ -115,3 +118,7 @@ class Drafter(Protocol):
 
     def rollback(self, kept: int) -> None:
         """The conversation now agrees with the drafter's state for its first `kept` tokens."""
+
+    def observe_target(self, tokens: Sequence[int], start: int, outputs: str) -> None:
+        """The target just decoded `tokens` at positions `start`.. in one call, with logits
+        for `outputs` ("all", "last", "none") of them (only drafters that `reads_target`)."""

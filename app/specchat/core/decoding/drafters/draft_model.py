@@ -29,6 +29,7 @@ class ModelDrafter:
 
     kind = DrafterKind.MODEL
     costly = True
+    reads_target = False
     name = "draft model"
     DRAFT_EMA_KEEP = 0.7  # the running mean of accepted tokens: the old value's share
 
@@ -45,6 +46,9 @@ class ModelDrafter:
 
     def lag(self, context_len: int) -> int:
         return context_len - len(self.rt.cache)
+
+    def observe_target(self, tokens: Sequence[int], start: int, outputs: str) -> None:
+        """(It reads nothing of the target's.)"""
 
     def reset(self, k_init: int, k_max: int) -> None:
         self.k_max, self.k, self._ema = k_max, k_init, float(k_init)

@@ -123,6 +123,7 @@ def confidence_class(confidence: float, match: int, *, history: bool = False) ->
 class NgramDrafter:
     kind = DrafterKind.LOOKUP
     costly = False
+    reads_target = False
     name = "lookup"
     catch_up_s = 0.0  # looking up costs no model time
     runtime = None  # (no llama context of its own)
@@ -288,6 +289,9 @@ class NgramDrafter:
 
     def lag(self, context_len: int) -> int:
         return 0
+
+    def observe_target(self, tokens: Sequence[int], start: int, outputs: str) -> None:
+        """(It reads nothing of the target's.)"""
 
     @property
     def k(self) -> int:

@@ -50,7 +50,16 @@ from specchat.core.decoding.sampling import confidence
 from specchat.core.gguf.drafters import mtp_layers
 from specchat.core.gguf.header import GGUFError, GGUFInfo, read_gguf_info
 
-__all__ = ["ASSISTANT", "BUILTIN", "MTP_FILE", "HeadInfo", "MTPDrafter", "find_head"]
+__all__ = [
+    "ASSISTANT",
+    "BUILTIN",
+    "MTP_FILE",
+    "HeadInfo",
+    "MTPDrafter",
+    "find_head",
+    "head_for",
+    "is_head_file",
+]
 
 BUILTIN, MTP_FILE, ASSISTANT = "builtin", "mtp-file", "assistant"
 ASSISTANT_ARCH = "gemma4-assistant"
@@ -198,6 +207,9 @@ class MTPDrafter:
 
     kind = DrafterKind.MTP
     costly = True
+    reads_target = True
+    runtime = None  # (its llama context is its own, not a ModelRuntime)
+    catch_up_s = 0.0  # (its catch-up runs in observe_target, as part of the target's step)
     DRAFT_EMA_KEEP = 0.7
 
     def __init__(
@@ -356,6 +368,9 @@ class MTPDrafter:
     def reset(self, k_init: int, k_max: int) -> None:
         self.k_max, self.k, self._ema = k_max, k_init, float(k_init)
 
+    def lag(self, context_len: int) -> int:
+        return 0
+
     def begin(self, prompt: Sequence[int]) -> None:
         """A new reply after `prompt`: keep what the head's state shares with it."""
         n = 0
@@ -469,8 +484,7 @@ class MTPDrafter:
             if not self.shared_kv:
                 self._head_end = pos + 1
             z, h_out = self._head_out()
-            if sampled:
-                assert warp is not None and rng is not None
+            if sampled and warp is not None and rng is not None:
                 q = warp.dist(z, hist, slot=i)
                 if q.top_prob() < p_min:
                     break
@@ -515,3 +529,31 @@ class MTPDrafter:
         if self._model:
             ll.llama_model_free(self._model)
             self._model = None
+
+
+def is_head_file(info: GGUFInfo, path: Path) -> bool:
+    """Whether a file offered as a draft is a head (an `mtp-*.gguf` sidecar with NextN layers,
+    or a Gemma 4 assistant) rather than a draft model of its own."""
+    if (info.architecture or "") == ASSISTANT_ARCH:
+        return True
+    return path.name.lower().startswith("mtp") and mtp_layers(info) > 0
+
+
+def head_for(target: ModelRuntime, draft: str | os.PathLike[str] | None = None) -> HeadInfo | None:
+    """The head to draft with for a loaded target: the file given (a sidecar or an assistant;
+    ValueError with the reason when it cannot draft for this target), else what `find_head`
+    finds (built-in NextN layers, a sibling sidecar or assistant)."""
+    if draft is None:
+        return find_head(target.path, target.info)
+    path = Path(draft)
+    info = read_gguf_info(path)
+    if (info.architecture or "") == ASSISTANT_ARCH:
+        return find_head(target.path, target.info, assistant=path)
+    if info.architecture != target.info.architecture:
+        raise ValueError(
+            f"{path.name} is an MTP head for {info.architecture or 'an unknown architecture'} "
+            f"models; {target.path.name} is {target.info.architecture or 'unknown'}"
+        )
+    if _vocab_size(info) != _vocab_size(target.info):
+        raise ValueError(f"{path.name} and {target.path.name} have different vocabularies")
+    return HeadInfo(MTP_FILE, path, f"MTP ({path.name})", mtp_layers(info))
