@@ -258,6 +258,7 @@ class MemoryPlan:
     snapshot_bytes: int = 0
     draft_recurrent: int = 0
     head_bytes: int = 0  # the target's built-in MTP head: its KV, buffers, GPU copy of layers
+    notes: tuple[str, ...] = ()  # what the estimate leaves out (not a reason it will not fit)
 
     @property
     def total(self) -> int:
@@ -302,8 +303,8 @@ class MemoryPlan:
                 + (f" ({format_bytes(free)} free)" if free is not None else "")
             )
         text = "; ".join(parts)
-        if self.warnings:
-            text += ". " + " ".join(self.warnings)
+        if self.warnings or self.notes:
+            text += ". " + " ".join((*self.warnings, *self.notes))
         return text
 
 
@@ -355,6 +356,7 @@ def plan_memory(
         vram += on_gpu
         ram += int(own * (1 - share))
     warnings: list[str] = []
+    notes: list[str] = []
     if ram > machine.ram_available:
         warnings.append(
             f"This will not fit in RAM: it needs about {format_bytes(ram)} but only "
@@ -376,7 +378,7 @@ def plan_memory(
         if model is not None and model.kv_bytes_per_token is None:
             warnings.append(f"The {role}'s KV-cache size is unknown; the estimate is low.")
         if model is not None and model.state_bytes is None:
-            warnings.append(
+            notes.append(
                 f"The {role}'s recurrent-state size is unknown (an architecture SpecChat "
                 "cannot size); the estimate is low."
             )
@@ -385,7 +387,7 @@ def plan_memory(
     overhead = COMPUTE_OVERHEAD * len(costs)
     return MemoryPlan(
         n_ctx, t_w, d_w, t_kv, d_kv, overhead, ram, vram, machine, tuple(warnings),
-        t_rs, target.snapshots, target.snapshot_bytes, d_rs, head,
+        t_rs, target.snapshots, target.snapshot_bytes, d_rs, head, tuple(notes),
     )  # fmt: skip
 
 
