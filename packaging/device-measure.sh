@@ -14,12 +14,39 @@
 # (docs/bench/divergence_gaps.py). About 2 min for SmolLM2-135M.
 # `device-measure.sh drift`: the same model through docs/bench/batch_drift.py, and Auto against off
 # alternating on the prompts where it drafts little.
+# `device-measure.sh costs [e2b]`, after the set-up on the same warm machine: what speculation's
+# pieces cost on CUDA (`doctor --drafter-costs`, twice each, the checkout's own code): random-weight
+# Qwen3.5-0.8B with its MTP head (hybrid: snapshots, rollback) and the tiny Gemma 4 pair, written
+# here by tests/tinymodel.py (~40 s); `e2b` adds the Gemma 4 E2B pair (5 GB, minutes to write).
 export PYTHONUNBUFFERED=1; W=/tmp/w; B=$W/build/bin; O=${OUT:-$W}; mkdir -p "$B" "$O"
 t0=$(date +%s); el() { echo "=== [$(( $(date +%s) - t0 )) s] $*"; }
 el start; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
 CUB=$(find /usr/local /opt /usr/lib -name 'libcublas.so.13' 2>/dev/null | head -1)
 RT=$(find /usr/local /opt /usr/lib -name 'libcudart.so.13' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$B:$(dirname "${CUB:-/x/x}"):$(dirname "${RT:-/x/x}"):/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+if [ "${1:-}" = costs ]; then
+  [ -f $W/ready ] || { echo "no set-up on this machine: run device-measure.sh setup first (it went back?)"; exit 1; }
+  export PYTHONPATH=$PWD/app:/tmp/site LLAMA_CPP_LIB_PATH=$B
+  el "random-weight models at real shapes"
+  H=$W/hyb/qwen35-0.8b-shape-mtp-q8_0.gguf
+  [ -f $H ] || python3 tests/tinymodel.py qwen35-mtp-real $W/hyb || exit 1
+  python3 tests/tinymodel.py gemma4-assistant $W/g4 || exit 1
+  models="$H $W/g4/tiny-gemma4.gguf"
+  if [ "${2:-}" = e2b ]; then
+    E=$W/e2b/gemma4-e2b-shape-q80.gguf
+    [ -f $E ] || timeout 400 python3 -c "import sys; from pathlib import Path; sys.path.insert(0, 'tests')
+import tinymodel_gemma4 as g; g.write_gemma4_e2b_pair(Path('$W/e2b'), 'Q8_0')" || exit 1
+    models="$models $E"
+  fi
+  for m in $models; do
+    n=$(basename $m .gguf)
+    el "cost of speculation, $n (table, then JSON: two measurements)"
+    timeout 200 python3 -m specchat.cli.main doctor --drafter-costs $m --repeats 7 2>&1 | tee "$O/costs-$n.txt"
+    timeout 200 python3 -m specchat.cli.main doctor --drafter-costs $m --repeats 7 --json > "$O/costs-$n.json"
+    [ -s "$O/costs-$n.json" ] && python3 -c "import json, sys; print(json.dumps(json.load(open(sys.argv[1]))))" "$O/costs-$n.json"
+  done
+  el done; exit 0
+fi
 if [ "${1:-}" = real ] || [ "${1:-}" = drift ]; then
   [ -f $W/ready ] || { echo "no set-up on this machine: run device-measure.sh first (it went back?)"; exit 1; }
   export PYTHONPATH=/tmp/site LLAMA_CPP_LIB_PATH=$B

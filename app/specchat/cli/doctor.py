@@ -42,6 +42,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=5,
         help="with --drafter-costs: pairs per figure (default 5)",
     )
+    d.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="with --drafter-costs: CPU threads (default 0: one per physical core)",
+    )
     d.set_defaults(func=cmd_doctor)
 
 
@@ -78,7 +84,7 @@ def _cost_curve(gpu: bool):
 
 def _drafter_costs(args: argparse.Namespace) -> int:
     """`doctor --drafter-costs TARGET [--draft DRAFTER]`: the table, or JSON with --json."""
-    from specchat.core.bench.drafter_costs import DrafterCostError, measure_drafter_costs
+    from specchat.core.bench.drafter_costs import measure_drafter_costs
     from specchat.core.decoding.config import ModelLoadError
     from specchat.core.gguf.header import GGUFError
 
@@ -90,10 +96,11 @@ def _drafter_costs(args: argparse.Namespace) -> int:
             args.drafter_costs,
             args.draft,
             repeats=args.repeats,
+            threads=args.threads,
             gpu_layers=-1 if gpu else 0,
             progress=None if args.json else lambda s: print(f"measuring {s}", file=sys.stderr),
         )
-    except (DrafterCostError, ModelLoadError, GGUFError, OSError) as exc:
+    except (ValueError, ModelLoadError, GGUFError, OSError) as exc:
         print(f"specchat-cli doctor: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(costs.as_dict(), indent=2) if args.json else costs.to_text())

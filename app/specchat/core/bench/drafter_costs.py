@@ -137,9 +137,9 @@ class DrafterCosts:
             lines.append(f"drafter: {self.drafter} ({self.drafter_kind})")
         width = max(len(label) for label, _ in self.rows())
         lines.append("")
-        lines.append(" " * width + "".join(f"{'k=' + str(k):>8}" for k in ks))
+        lines.append(" " * width + "".join(f" {'k=' + str(k):>7}" for k in ks))
         for label, values in self.rows():
-            cells = "".join(f"{values[k]:8.2f}" if k in values else f"{'-':>8}" for k in ks)
+            cells = "".join(f" {values[k]:7.2f}" if k in values else f" {'-':>7}" for k in ks)
             lines.append(f"{label:<{width}}{cells}")
         lines.append("")
         lines.extend(self.notes)
