@@ -514,3 +514,47 @@ def test_the_decode_phase_ends_at_the_last_token(mode: Mode) -> None:
     assert decode_llama == pytest.approx(0.02 * (len(reply_ids) - 1))
     assert total == pytest.approx(0.02 * (len(PROMPT) + len(reply_ids)))
     assert st.target_steps == len(reply_ids) - 1 == st.tokens - 1
+
+
+@pytest.mark.parametrize("mode", [Mode.LOOKUP, Mode.AUTO])
+def test_a_copy_kept_whole_doubles_its_next_draft(mode: Mode) -> None:
+    """A reply that quotes the prompt word for word, on a 2-core CPU's cost curve with the
+    acceptance estimates at their priors (a fresh engine): after each draft kept whole the
+    next draft on the copy is at least twice as long (tuning.GROWTH: 2), up to what pays best on the
+    curve with every token kept; in Auto also up to what the reply's risk budget allows (it
+    risks only what it has won: recomputed here from the decodes). The quote is the target's.
+    Fails if drafts grow only with the match (priced at the priors, this curve keeps a copy of
+    8-16 matched tokens at 2-5 tokens a draft) or Auto ignores the budget."""
+    from specchat.core.decoding.pricing.cost_curve import CostCurve
+    from specchat.core.decoding.pricing.tuning import SHARE, START
+
+    curve = CostCurve(
+        ((1, 1.0), (2, 1.73), (5, 3.99), (9, 7.47), (17, 11.5), (33, 19.0), (65, 33.0)),
+        t1_s=0.04,
+    )
+    text = [int(x) for x in np.random.default_rng(5).permutation(np.arange(10, 250))[:120]]
+    prompt = PROMPT + text
+    target = StandIn(reply_script(len(prompt), text[:100]))
+    target.n_vocab = 250
+    cm = CostModel().steady(t1=0.04, host=0.0).use_curve(curve)
+    dec = decoder(target, mode, prompt=prompt, cost=cm, max_tokens=100, lookup_k_max=64)
+    events = list(dec.run())
+    assert [t for ev in events for t in ev.token_ids] == text[:100]
+    best = cm.steps.best_chain(LOOKUP, [1.0] * 64)[0]
+    left, drafts, allowed, done = START, [], [], len(events[0].token_ids)
+    for call, ev in zip(target.decoded[1:], events[1:], strict=False):
+        n = len(call)
+        if n > 1:  # (the budget as the decoder keeps it, and the room left in the reply)
+            drafts.append(n - 1)
+            fits = max(k for k in range(1, 65) if curve.rel(k + 1) - 1.0 <= left + 1e-9)
+            allowed.append(min(fits if mode is Mode.AUTO else 64, 100 - done - 1))
+        left += len(ev.token_ids) * (1.0 + SHARE) - curve.rel(n)
+        done += len(ev.token_ids)
+    assert len(drafts) >= 3 and max(drafts) >= min(best, 16), drafts
+    # every draft after one kept whole (here: all of them) is at least GROWTH times as long,
+    # unless it is at the best length within what the budget and the reply's end allow
+    # (the best length within what is allowed: on this curve 4 tokens beat 5 and 6)
+    for j in range(1, len(drafts)):
+        within = cm.steps.best_chain(LOOKUP, [1.0] * allowed[j])[0]
+        want = min(2 * drafts[j - 1], within)
+        assert drafts[j] >= want, (drafts, allowed)

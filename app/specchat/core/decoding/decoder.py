@@ -114,6 +114,7 @@ class Decoder:
         self._why: Why | None = None  # Auto: the last plan's reason
         self._noted: tuple[DrafterKind | None, int] = (None, -1)  # the drafter noted, since
         self._rest = 0  # Auto: steps left that look for no draft (Plan.rest)
+        self._won = 0  # the last lookup draft's length, if it was kept whole (else 0)
         self.risk = RiskBudget(opening_risk(cost.steps))  # Auto: what this reply may still lose
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
@@ -297,7 +298,9 @@ class Decoder:
             self._settings[d.kind] = DraftSettings(warp, self.rng, p.p_min, p.repeat_last_n)
 
     def _worth_more(self, first: Proposal) -> bool:
-        return self.cost.would_draft(DrafterKind.LOOKUP, first.classes())
+        """Whether lookup should look past its first few tokens: a copy kept whole so far has
+        earned a longer draft, else the pricing says whether some of them would be sent."""
+        return self._won > 0 or self.cost.would_draft(DrafterKind.LOOKUP, first.classes())
 
     def _prefill_and_first(self) -> None:
         """Decode what the cache lacks of the prompt and choose the first token from it. What
@@ -397,10 +400,14 @@ class Decoder:
         if fresh:
             self.stats.note = plan.reason
         self.stats.k_current, self._rest = plan.k, plan.rest
+        if lookup is not None and plan.drafter in (None, lookup.kind):
+            # a copy kept whole so far drafts at least as far as Lookup's own mode would
+            k = max(plan.k if plan.drafter is not None else 0, self._earned(classes))
+            if k:
+                self.stats.k_current, self._rest = k, 0
+                return lookup, self._sent(prop.cut(k)), classes
         if plan.drafter is None:
             return None, none, []
-        if lookup is not None and plan.drafter is lookup.kind:
-            return lookup, self._sent(prop.cut(plan.k)), classes
         chosen = next(d for d in self.drafters if d.kind is plan.drafter)
         return chosen, self._run_costly(chosen, plan.k), [""]
 
@@ -411,6 +418,7 @@ class Decoder:
             return d, self._run_costly(d, min(limit, d.k)), [""]
         prop, classes = self._look(d, min(limit, self.params.lookup_k_max))
         k = self.cost.chosen_chain(d.kind, self.cost.acceptances(d.kind, classes))
+        k = max(k, self._earned(classes))
         self.stats.k_current = k
         return d, self._sent(prop.cut(k)), classes
 
@@ -424,6 +432,10 @@ class Decoder:
             return prop, []
         cap = copy_cap(self.cost.steps.curve, prop.copy_match())
         return prop, prop.classes()[:cap]
+
+    def _earned(self, classes: list[str]) -> int:
+        """What the copy on offer has earned by the last draft kept whole (pricing.grown)."""
+        return self.cost.grown(self._won, len(classes)) if self._won else 0
 
     def _sent(self, draft: Proposal) -> Proposal:
         if draft.tokens:
@@ -454,6 +466,7 @@ class Decoder:
         st.verify_steps += 1
         m, nxt = self.choose.judge(rows, draft)
         self.cost.observe_accept(drafter.kind, classes, k, m)
+        self._won = k if m == k and not drafter.costly else 0
         offer = self._offer
         drafter.feedback(offer[1] if offer is not None and offer[0] is drafter else draft, k, m)
         # Emit the accepted drafts and the target's token, then roll the target and the

@@ -47,7 +47,7 @@ from specchat.core.decoding.config import (
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
-from specchat.core.gguf.recurrent import max_snapshots, state_bytes
+from specchat.core.gguf.recurrent import HYBRID_ROLLBACK_TOKENS, max_snapshots, state_bytes
 from specchat.core.machine.amx import amx_in_build
 from specchat.core.machine.llama_log import capture
 
@@ -64,11 +64,6 @@ log = logging.getLogger(__name__)
 
 Logits = npt.NDArray[np.float32]
 
-# The longest draft a hybrid (recurrent) target can take back: one state snapshot a token, each
-# as large as the model's whole recurrent state (19 MiB on Qwen3.5-0.8B's shape: 16 of them
-# 308 MiB, ROWS_MAX of them 1.27 GiB, more than its weights). The memory plan counts them;
-# the decoder drafts no further than `ModelRuntime.rollback_depth`.
-HYBRID_ROLLBACK_TOKENS = 16
 
 _backend_lock = threading.Lock()
 _backend_ready = False

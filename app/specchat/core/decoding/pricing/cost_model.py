@@ -25,6 +25,7 @@ from specchat.core.decoding.pricing.tuning import (
     ACCEPT_WEIGHT,
     FAR,
     FAR_STEPS,
+    GROWTH,
     MARGIN,
     MEASURE_K,
     NO_SHORT_PAYS_LOOK,
@@ -150,6 +151,16 @@ class CostModel:
             idle = 0
         st.idle[drafter] = idle
         return k
+
+    def grown(self, won: int, offered: int) -> int:
+        """The draft length a copy has earned: after a lookup draft of `won` tokens kept whole,
+        GROWTH times as many (the evidence grows geometrically, not by the match length
+        alone), at most what lookup offers and the length that pays best on this machine's
+        cost curve with every token kept. 0 without such a draft."""
+        if won <= 0 or offered <= 0:
+            return 0
+        best = self.steps.best_chain(LOOKUP, [1.0] * offered)[0]
+        return min(GROWTH * won, offered, best)
 
     def would_draft(self, drafter: str, classes: Sequence[str]) -> bool:
         """Whether some of these classes' tokens are worth drafting (a longer draft may pay
