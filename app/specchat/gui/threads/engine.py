@@ -32,6 +32,9 @@ from specchat.gui.threads.requests import GenerateRequest, LoadRequest, ModelsIn
 log = logging.getLogger(__name__)
 
 PACE_MS = 250  # how soon a measurement step the curve policy held back is asked for again
+# how long after a load the measurement starts: the window settles and the lookup history is
+# indexed (on a thread of its own) before the measuring decodes take the CPU
+START_MS = 2_000
 _threads: set[QThread] = set()  # every inference thread started and not yet joined
 
 
@@ -127,18 +130,21 @@ class EngineWorker(QObject):
                 log.info("draft load failed", exc_info=True)
                 self.loadFailed.emit("draft", readable_error(exc, Path(req.draft)))
         self.loaded.emit(self.info())
-        self._measure_later()
+        self._measure_later(START_MS)
 
     # -- the cost curve, between requests ----------------------------------------------------
-    def _measure_later(self) -> None:
+    def _measure_later(self, delay_ms: int = 0) -> None:
         """Queue the next step of the curve's measurement, if one is under way (behind every
-        request already asked: each runs first)."""
+        request already asked: each runs first), or time it `delay_ms` from now."""
         m = self.measuring
         if m is None or self._step_asked or self.closing.is_set():
             return
         self._step_asked = True
         self.curveStatus.emit(m.status())
-        self._nextStep.emit()
+        if delay_ms:
+            QTimer.singleShot(delay_ms, self._measure_step)
+        else:
+            self._nextStep.emit()
 
     @Slot()
     def _measure_step(self) -> None:
