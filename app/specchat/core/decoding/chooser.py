@@ -142,7 +142,8 @@ class Chooser:
     def _graph_draw(self, i: int) -> int:
         """llama.cpp's own draw for row i; the draws of rows 0..i are committed, so each of
         its uniform numbers is used once."""
-        assert i >= 0
+        if i < 0:
+            raise ValueError(f"llama.cpp's draws are read by output row, not {i}")
         s = self.t.sampler
         y = s.token(i)
         s.commit(i + 1)
@@ -197,10 +198,12 @@ class Chooser:
             return First(token=self.choose(rows, -1), top2=t2)
         d = self.dist(rows, -1, ())
         if d.ids is None:
-            assert d.w is not None
+            if d.w is None:
+                raise ValueError("d.w is missing: a distribution of another kind")
             w = d.w.astype(np.float32, copy=True)
             if d.fix_ids is not None:
-                assert d.fix_w is not None
+                if d.fix_w is None:
+                    raise ValueError("d.fix_w is missing: a distribution of another kind")
                 w[d.fix_ids] = d.fix_w
             d = Dist(w=w, total=d.total, n_vocab=d.n_vocab)
         return First(dist=d, top2=t2)

@@ -56,9 +56,11 @@ class Dist:
 
     def weight(self, token: int) -> float:
         """A dense distribution's unnormalised weight of `token` (its patch applied)."""
-        assert self.w is not None
+        if self.w is None:
+            raise ValueError("self.w is missing: a distribution of another kind")
         if self.fix_ids is not None:
-            assert self.fix_w is not None
+            if self.fix_w is None:
+                raise ValueError("self.fix_w is missing: a distribution of another kind")
             hit = np.flatnonzero(self.fix_ids == token)
             if hit.size:
                 return float(self.fix_w[hit[0]])
@@ -66,10 +68,12 @@ class Dist:
 
     def weights_at(self, ids: Ids) -> npt.NDArray[np.float64]:
         """Unnormalised weights of `ids` (in the vocabulary), the patch applied."""
-        assert self.w is not None
+        if self.w is None:
+            raise ValueError("self.w is missing: a distribution of another kind")
         out = self.w[ids].astype(np.float64)
         if self.fix_ids is not None:
-            assert self.fix_w is not None
+            if self.fix_w is None:
+                raise ValueError("self.fix_w is missing: a distribution of another kind")
             pos = np.searchsorted(self.fix_ids, ids)
             pos = np.minimum(pos, self.fix_ids.shape[0] - 1)
             hit = self.fix_ids[pos] == ids
@@ -80,25 +84,29 @@ class Dist:
         """A dense distribution's patch as Python lists (ids, their weights); empty: none."""
         if self.fix_ids is None:
             return [], []
-        assert self.fix_w is not None
+        if self.fix_w is None:
+            raise ValueError("self.fix_w is missing: a distribution of another kind")
         return self.fix_ids.tolist(), self.fix_w.tolist()
 
     def prob(self, token: int) -> float:
         if self.ids is None:
             return self.weight(token) / self.total
-        assert self.probs is not None
+        if self.probs is None:
+            raise ValueError("self.probs is missing: a distribution of another kind")
         hit = np.flatnonzero(self.ids == token)
         return float(self.probs[hit[0]]) if hit.size else 0.0
 
     def listed(self) -> tuple[list[int], list[float]]:
         """A sparse distribution's ids and probabilities as Python lists."""
-        assert self.ids is not None and self.probs is not None
+        if self.ids is None or self.probs is None:
+            raise ValueError("a dense distribution has no ids to list")
         return self.ids.tolist(), self.probs.tolist()
 
     def top_prob(self) -> float:
         if self.ids is None:
             return 1.0 / self.total  # the best token's weight is exp(0) = 1
-        assert self.probs is not None
+        if self.probs is None:
+            raise ValueError("self.probs is missing: a distribution of another kind")
         return float(self.probs.max())
 
 
@@ -175,16 +183,19 @@ class PatchedRow(Dist):
             return self._pw[self._pids.index(token)]
         except ValueError:
             w = self.w
-            assert w is not None
+            if w is None:
+                raise ValueError("w is missing: a distribution of another kind") from None
             return float(w[token]) if 0 <= token < self.n_vocab else 0.0
 
 
 # -- drawing tokens ---------------------------------------------------------------------------
 def sample(dist: Dist, rng: Uniform) -> int:
     if dist.ids is None:
-        assert dist.w is not None
+        if dist.w is None:
+            raise ValueError("dist.w is missing: a distribution of another kind")
         return _sample_weights(dist, rng)
-    assert dist.probs is not None
+    if dist.probs is None:
+        raise ValueError("dist.probs is missing: a distribution of another kind")
     return int(dist.ids[sample_small(dist.probs, rng)])
 
 
@@ -222,7 +233,8 @@ def _draw_row(d: Dist, off: Ids | None, frac: float) -> int:
     weight 0: sum the blocks of its weights, pick a block, then cumulate inside that block
     only. Reads `d.w`, never writes it; -1 when no weight is left."""
     w = d.w
-    assert w is not None
+    if w is None:
+        raise ValueError("w is missing: a distribution of another kind")
     # float32 block sums, the last block short (~1e-7 relative error, as llama.cpp's own
     # float32 softmax), in one call: each numpy call costs ~10 us right after a decode, as
     # much as reading the row; the cumulative sum over blocks in float64

@@ -115,7 +115,8 @@ class Warp:
                 ids = self._nucleus_dense(z, slot)
                 zs = z[ids].astype(np.float64)
             else:
-                assert zs is not None
+                if zs is None:
+                    raise ValueError("zs is missing: a distribution of another kind")
                 ids, zs = _nucleus_sparse(ids, zs, self.top_p)
         if self.min_p > 0.0:
             if ids is None:
@@ -123,11 +124,13 @@ class Warp:
                 ids = np.flatnonzero(z >= zmax + math.log(self.min_p)).astype(np.int64)
                 zs = z[ids].astype(np.float64)
             else:
-                assert zs is not None
+                if zs is None:
+                    raise ValueError("zs is missing: a distribution of another kind")
                 keep = zs >= zs.max() + math.log(self.min_p)
                 ids, zs = ids[keep], zs[keep]
         if ids is not None:
-            assert zs is not None
+            if zs is None:
+                raise ValueError("zs is missing: a distribution of another kind")
             e = np.exp((zs - zs.max()) / self.temperature)
             return Dist(ids=ids, probs=e / e.sum(), n_vocab=self.n_vocab)
         w = self.buffer(slot)

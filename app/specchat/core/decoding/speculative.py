@@ -26,7 +26,8 @@ def keep_graph_draw(
     cumulative sum falls short of its uniform number (by ~1e-5 at most), so that id is drawn
     on the host (a reserved, never-likely token in the models SpecChat ships). A draw whose
     weight is not patched, with no draft rejected, costs no random number."""
-    assert p.w is not None and p.ids is None
+    if p.w is None or p.ids is not None:
+        raise ValueError("graph draws are kept only from a dense distribution")
     if not 0 <= y < p.n_vocab - 1:
         return False
     w = float(p.w[y])
@@ -75,7 +76,8 @@ def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: Uniform) -> int:
     A dense p is patched where q has mass (its weights, which may be llama.cpp's, are only
     read); a dense q over the whole vocabulary (host path) costs a copy."""
     if p.ids is None:
-        assert p.w is not None
+        if p.w is None:
+            raise ValueError("p.w is missing: a distribution of another kind")
         if q is None:
             if not 0 <= drafted < p.n_vocab:
                 return sample(p, rng)
@@ -87,10 +89,12 @@ def residual_sample(p: Dist, q: Dist | None, drafted: int, rng: Uniform) -> int:
         if r.total <= p.total * 1e-9:
             # p <= q everywhere, so p == q (a point-mass q cannot get here: it would have been
             # accepted): any draw from q is a draw from p.
-            assert q is not None
+            if q is None:
+                raise ValueError("q is missing: a distribution of another kind")
             return sample(q, rng)
         return sample(r, rng)
-    assert p.probs is not None
+    if p.probs is None:
+        raise ValueError("p.probs is missing: a distribution of another kind")
     probs = p.probs.copy()
     if q is None:
         probs[p.ids == drafted] = 0.0
@@ -109,7 +113,8 @@ def _minus(p: Dist, ids: list[int], probs: list[float]) -> Dist:
     new_ids, new_w = list(pids), list(pws)
     at = {t: i for i, t in enumerate(pids)}
     total, scale, w, n = p.total, p.total, p.w, p.n_vocab
-    assert w is not None
+    if w is None:
+        raise ValueError("w is missing: a distribution of another kind")
     for t, qp in zip(ids, probs, strict=True):
         if not 0 <= t < n:
             continue
@@ -127,7 +132,8 @@ def _minus(p: Dist, ids: list[int], probs: list[float]) -> Dist:
 
 
 def _dense_residual(p: Dist, q: Dist) -> Dist:
-    assert q.w is not None
+    if q.w is None:
+        raise ValueError("q.w is missing: a distribution of another kind")
     w = _patched_copy(p)
     m = min(p.n_vocab, q.n_vocab)
     np.multiply(w, q.total / p.total, out=w)  # w is now p * q.total
@@ -139,10 +145,12 @@ def _dense_residual(p: Dist, q: Dist) -> Dist:
 
 def _patched_copy(d: Dist) -> npt.NDArray[np.float32]:
     """A dense distribution's weights with its patch applied, as a new float32 array."""
-    assert d.w is not None
+    if d.w is None:
+        raise ValueError("d.w is missing: a distribution of another kind")
     w = d.w.astype(np.float32, copy=True)
     if d.fix_ids is not None:
-        assert d.fix_w is not None
+        if d.fix_w is None:
+            raise ValueError("d.fix_w is missing: a distribution of another kind")
         w[d.fix_ids] = d.fix_w
     return w
 
@@ -150,12 +158,14 @@ def _patched_copy(d: Dist) -> npt.NDArray[np.float32]:
 def _probs_at(q: Dist, ids: Ids) -> npt.NDArray[np.float64]:
     """q's probability of each of `ids` (q dense: direct look-ups; sparse: a small join)."""
     if q.ids is None:
-        assert q.w is not None
+        if q.w is None:
+            raise ValueError("q.w is missing: a distribution of another kind")
         inside = ids < q.n_vocab
         out = np.zeros(ids.shape[0], dtype=np.float64)
         out[inside] = q.weights_at(ids[inside]) / q.total
         return out
-    assert q.probs is not None
+    if q.probs is None:
+        raise ValueError("q.probs is missing: a distribution of another kind")
     order = np.argsort(q.ids)
     sorted_ids = q.ids[order]
     pos = np.searchsorted(sorted_ids, ids)

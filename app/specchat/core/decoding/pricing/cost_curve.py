@@ -113,8 +113,8 @@ class CostCurve:
             return ""
         return (
             f" (measured while other programs used {self.others_share:.0%} of the CPU: not "
-            "this machine's quiet curve; on the 2-core machine this was written on, busy "
-            "curves came out flatter)"
+            "this machine's quiet curve, and a busy CPU's curve usually comes out flatter; it "
+            "is measured again when the CPU is quiet)"
         )
 
     def as_dict(self) -> dict[str, object]:
