@@ -23,6 +23,7 @@ from specchat.core.bench.runner import (
     run_bench,
 )
 from specchat.core.decoding.pricing.cost_curve import FLAT, MEASURED, CostCurve, CostCurveError
+from specchat.core.engines.curve_policy import CurvePolicy
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, Mode, params_from
 
@@ -222,11 +223,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
-    """Measure the target's cost curve on this machine (about 30 s on a 2-core CPU) and price
+    """Measure the target's cost curve on this machine afresh (the curve policy's `fresh`: a
+    report states its own run's curve, which is kept for the window and `generate`) and price
     drafting with it, or with a flat one (`which` = flat: an idealised GPU); returns the
     measured curve."""
     print("measuring the target's cost curve…", file=sys.stderr, flush=True)
-    curve = engine.measure_cost_curve(k_max=k_max)
+    curve = CurvePolicy().fresh(engine, k_max)
     print(curve.describe(), file=sys.stderr)
     engine.use_cost_curve(curve if which == MEASURED else CostCurve.flat())
     if which == FLAT:
