@@ -36,7 +36,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="benchmark speculation modes on a prompt suite (side by side with off)",
         description="Runs every prompt of a suite with speculation off and with each mode, "
         "side by side (off, A, B, ... per prompt and repeat, or off, A, off, B with "
-        "--pairing alternate) from cold caches, and reports tokens/s, speedup vs "
+        "--pairing alternate; each prompt and repeat starting one variant further on with "
+        "--order rotate, the default) from cold caches, and reports tokens/s, speedup vs "
         "off, time to first token, acceptance and whether the text matches. "
         "See docs/benchmarks.md.",
     )
