@@ -139,7 +139,7 @@ class DrafterCosts:
         lines.append("")
         lines.append(" " * width + "".join(f" {'k=' + str(k):>7}" for k in ks))
         for label, values in self.rows():
-            cells = "".join(f" {values[k]:7.2f}" if k in values else f" {'-':>7}" for k in ks)
+            cells = "".join(_cell(values.get(k)) for k in ks)
             lines.append(f"{label:<{width}}{cells}")
         lines.append("")
         lines.extend(self.notes)
@@ -153,7 +153,7 @@ class DrafterCosts:
 
     def as_dict(self) -> dict[str, object]:
         def keyed(d: dict[int, float] | None) -> dict[str, float] | None:
-            return None if d is None else {str(k): round(v, 4) for k, v in sorted(d.items())}
+            return None if d is None else {str(k): round(v, 6) for k, v in sorted(d.items())}
 
         return {
             "target": self.target,
@@ -179,6 +179,14 @@ class DrafterCosts:
             "notes": list(self.notes),
             "note": NOISE_NOTE,
         }
+
+
+def _cell(v: float | None) -> str:
+    """One table cell: two decimals, or two significant digits below 0.1 (a catch-up that
+    only copies hidden states costs a few ten-thousandths of a decode)."""
+    if v is None:
+        return f" {'-':>7}"
+    return f" {v:7.2f}" if abs(v) >= 0.1 else f" {v:7.2g}"
 
 
 # -- timing ---------------------------------------------------------------------------------
