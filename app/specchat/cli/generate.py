@@ -153,9 +153,10 @@ def _cost_curve(engine: Engine, args: argparse.Namespace) -> CostCurve | None:
 
 
 HELP = """commands:
-  /mode off|draft|lookup|auto  switch speculation for the next message (no reload)
-  /new                     start a new conversation
-  /quit                    leave (Ctrl+D works too)"""
+  /mode off|draft|lookup|mtp|auto  switch speculation for the next message (no reload;
+                                   mtp: the model's own MTP head or assistant)
+  /new                             start a new conversation
+  /quit                            leave (Ctrl+D works too)"""
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -165,6 +166,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
     tolerant_stdin()  # invalid UTF-8 typed in the terminal is replaced, not fatal
     with engine_from_args(args) as engine:
         if mode is Mode.DRAFT and not engine.has_draft:
+            mode = Mode.LOOKUP
+        if mode is Mode.MTP and getattr(engine, "head_name", None) is None:
+            note("this model has no MTP head or assistant: speculating with lookup instead")
             mode = Mode.LOOKUP
         history: list[Message] = []
         system = read_system(args)
@@ -223,7 +227,18 @@ def _chat_command(line: str, mode: Mode, engine: Engine, history: list[Message],
         if new is Mode.DRAFT and not engine.has_draft:
             print("no draft model is loaded; staying in", mode.value, file=sys.stderr)
             return mode
-        print(f"speculation: {new.value}", file=sys.stderr)
+        head = getattr(engine, "head_name", None)  # the target's MTP head or assistant
+        if new is Mode.MTP and head is None:
+            print(
+                "this model has no MTP head or assistant (load one with --draft: an mtp-*.gguf "
+                "or a Gemma 4 assistant); staying in",
+                mode.value,
+                file=sys.stderr,
+            )
+            return mode
+        print(
+            f"speculation: {new.value}" + (f" ({head})" if new is Mode.MTP else ""), file=sys.stderr
+        )
         return new
     if cmd == "/new":
         del history[:]

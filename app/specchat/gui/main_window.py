@@ -90,7 +90,8 @@ class MainWindow(QMainWindow):
         )
         self._connect()
         self.mode_selector.set_draft_available(False)
-        self.mode_selector.set_mode(Mode.LOOKUP)  # kept when the saved mode is Draft (no draft yet)
+        self.mode_selector.set_head(None)
+        self.mode_selector.set_mode(Mode.LOOKUP)  # kept when the saved mode is Draft or MTP
         self.mode_selector.set_mode(self._saved_mode())
         self.chat.set_highlight(self.settings.highlight_draft)
         self.chat.set_placeholder(READY_TEXT)
@@ -283,6 +284,7 @@ class MainWindow(QMainWindow):
             ready = self.statusBar().currentMessage()
             self.statusBar().showMessage(f"{ready} — note: " + "; ".join(info.notices))
         self.mode_selector.set_draft_available(info.has_draft)
+        self.mode_selector.set_head(info.head)
         self.menus.unload_draft.setEnabled(info.has_draft)
         self.mode_selector.set_mode(self._saved_mode())
         self.chat.set_placeholder(READY_TEXT if info.target is not None else NO_MODELS_TEXT)
@@ -357,6 +359,7 @@ class MainWindow(QMainWindow):
             settings=self.settings,
             mode=self.mode_selector.mode(),
             has_draft=self.models.has_draft,
+            head=self.models.head,
             parent=self,
         )
         self.compare_dialog.show()

@@ -11,6 +11,12 @@ from specchat.gui.stats.stats_text import MODE_TIPS, mode_label
 NO_DRAFT_TIP = (
     "No draft model is loaded. Load one with File → Open draft… or Models → Use default pair."
 )
+LABEL_MAX = 28  # a longer head name is cut short on its button (whole in the tooltip)
+NO_HEAD_TIP = (
+    "The loaded target has no MTP head. A model with built-in MTP layers (NextN) offers it by "
+    "itself; a separate head (an mtp-*.gguf) or a Gemma 4 assistant is loaded with "
+    "File → Open draft…"
+)
 
 
 class ModeSelector(QWidget):
@@ -49,6 +55,7 @@ class ModeSelector(QWidget):
             b.toggled.connect(lambda on, m=mode: self._toggled(m, on))
             b.clicked.connect(lambda _=False, m=mode: self.modeChosen.emit(m))
         self.buttons[Mode.OFF].setChecked(True)
+        self.head: str | None = None  # the name the MTP button shows (None: no head loaded)
 
     def _toggled(self, mode: Mode, on: bool) -> None:
         if on:
@@ -74,4 +81,25 @@ class ModeSelector(QWidget):
         b.setEnabled(available)
         b.setToolTip(MODE_TIPS["draft"] if available else NO_DRAFT_TIP)
         if not available and b.isChecked():
-            self.buttons[Mode.LOOKUP if Mode.LOOKUP in self.buttons else Mode.OFF].setChecked(True)
+            self._fall_back()
+
+    def set_head(self, name: str | None) -> None:
+        """Offer MTP under the name of the loaded target's head ("Built-in MTP", the
+        assistant's name), or disable it (with the reason as tooltip) when it has none."""
+        b = self.buttons.get(Mode.MTP)
+        if b is None:
+            return
+        self.head = name or None
+        text = self.head or mode_label(Mode.MTP)
+        b.setText(text if len(text) <= LABEL_MAX else text[: LABEL_MAX - 1] + "…")
+        b.setEnabled(self.head is not None)
+        if self.head is None:
+            b.setToolTip(NO_HEAD_TIP)
+        else:
+            b.setToolTip(f"{self.head}: {MODE_TIPS['mtp']}")
+        if self.head is None and b.isChecked():
+            self._fall_back()
+
+    def _fall_back(self) -> None:
+        """The chosen drafter went away: Lookup (needs no model) takes over."""
+        self.buttons[Mode.LOOKUP if Mode.LOOKUP in self.buttons else Mode.OFF].setChecked(True)

@@ -87,6 +87,8 @@ class ModelsPanel(QGroupBox):
         self.info = info
         d = self.offload
         text = model_line("Target", info.target, d.target if d else None, self._loading)
+        if info.head and info.target is not None:  # drafts for it in MTP mode
+            text += f"<br><span style='font-size:small'>MTP head: {escape(info.head)}</span>"
         text += "<br>" + model_line("Draft", info.draft, d.draft if d else None)
         if d is not None and d.advice and info.target is not None:
             text += f"<br><span style='font-size:small'><i>{escape(d.advice)}</i></span>"

@@ -50,8 +50,10 @@ class CompareDialog(QDialog):
         settings: Settings,
         mode: Mode,
         has_draft: bool,
+        head: str | None = None,
         parent: QWidget | None = None,
     ) -> None:
+        """`head`: the name of the target's MTP head or assistant (None: MTP is not offered)."""
         super().__init__(parent)
         self.setWindowTitle("Compare: speculation off vs on")
         self.setObjectName("compareDialog")
@@ -62,7 +64,7 @@ class CompareDialog(QDialog):
         self.compare_result: CompareResult | None = None
         self.rid: int | None = None
         self.seed: int | None = None
-        self._build_controls(prompt, mode, has_draft)
+        self._build_controls(prompt, mode, has_draft, head)
         self._build_layout()
         self._timer = QTimer(self)
         self._timer.setInterval(250)
@@ -72,20 +74,25 @@ class CompareDialog(QDialog):
         engine.failed.connect(self._on_failed)
         self._update_buttons()
 
-    def _build_controls(self, prompt: str, mode: Mode, has_draft: bool) -> None:
+    def _build_controls(self, prompt: str, mode: Mode, has_draft: bool, head: str | None) -> None:
         self.prompt = QPlainTextEdit(prompt)
         self.prompt.setPlaceholderText("Prompt to compare")
         self.prompt.setMaximumHeight(80)
         self.mode_box = QComboBox()
+        missing: dict[Mode, str] = {}  # modes not offered, and why
+        if not has_draft:
+            missing[Mode.DRAFT] = "No draft model is loaded"
+        if not head:
+            missing[Mode.MTP] = "The target has no MTP head"
         for m in Mode:
             if m is Mode.OFF:
                 continue
-            self.mode_box.addItem(mode_label(m), m)
-            if m is Mode.DRAFT and not has_draft:
+            self.mode_box.addItem(head if m is Mode.MTP and head else mode_label(m), m)
+            if m in missing:
                 item = self.mode_box.model().item(self.mode_box.count() - 1)  # type: ignore[attr-defined]
                 item.setEnabled(False)
-                item.setToolTip("No draft model is loaded")
-        if mode is Mode.OFF or (mode is Mode.DRAFT and not has_draft):
+                item.setToolTip(missing[m])
+        if mode is Mode.OFF or mode in missing:
             mode = Mode.DRAFT if has_draft else Mode.LOOKUP
         self.mode_box.setCurrentIndex(max(0, self.mode_box.findData(mode)))
         self.run_button = QPushButton("Run comparison")

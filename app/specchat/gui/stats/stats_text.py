@@ -14,6 +14,7 @@ MODE_LABELS: dict[str, str] = {
     "off": "Off",
     "draft": "Draft model",
     "lookup": "Prompt lookup",
+    "mtp": "MTP",
     "auto": "Auto",
 }
 MODE_TIPS: dict[str, str] = {
@@ -21,6 +22,8 @@ MODE_TIPS: dict[str, str] = {
     "draft": "A small draft model proposes tokens; the target verifies several in one pass.",
     "lookup": "Tokens are proposed by copying from the prompt and the reply so far "
     "(fast for edits of code or text you pasted).",
+    "mtp": "The target's own multi-token-prediction (MTP) head, or a Gemma 4 target's assistant, "
+    "proposes tokens from the target's hidden state; the target verifies several in one pass.",
     "auto": "SpecChat picks the speculation method for each reply.",
 }
 FINISH_TEXT = {

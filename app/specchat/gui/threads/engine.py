@@ -81,7 +81,8 @@ class EngineWorker(QObject):
         if self.engine is None:
             return ModelsInfo()
         d = self.engine.describe()
-        return ModelsInfo(d["target"], d["draft"], tuple(getattr(self.engine, "notices", ())))
+        notices = tuple(getattr(self.engine, "notices", ()))
+        return ModelsInfo(d["target"], d["draft"], notices, getattr(self.engine, "head_name", None))
 
     @Slot()
     def describe(self) -> None:

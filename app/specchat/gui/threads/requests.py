@@ -28,10 +28,15 @@ class ModelsInfo:
     target: LoadedModelInfo | None = None
     draft: LoadedModelInfo | None = None
     notices: tuple[str, ...] = ()  # settings changed at load time, pair warnings (Engine.notices)
+    head: str | None = None  # the target's MTP head or assistant (Engine.head_name), for Mode.MTP
 
     @property
     def has_draft(self) -> bool:
         return self.draft is not None
+
+    @property
+    def has_head(self) -> bool:
+        return self.head is not None
 
 
 @dataclass(frozen=True)
