@@ -227,3 +227,26 @@ def test_builtin_mtp_speculation_on_a_hybrid_qwen35_gives_plain_greedy_tokens(
     # a pair behind (or took one too many) fails the next catch-up's positions in llama.cpp
     assert got == want
     assert seen["none kept"] and seen["some kept"] and seen["all kept"], seen
+
+
+def test_a_regenerate_drafts_with_the_head_from_its_first_step(
+    gemma4_pair: tuple[Path, Path],
+) -> None:
+    """The same prompt sent twice through the engine in MTP mode: the second reply's first
+    step drafts too (its first token is not taken from the target's cache without a decode,
+    which would leave the assistant without the prompt's last hidden state). Fails if a
+    regenerate answers its first token from the cache while a head drafts."""
+    from specchat.core.engines.local import Engine
+    from specchat.core.types import GenerationParams, Mode
+
+    target_path, _ = gemma4_pair
+    eng = Engine(target_path, target_config=RuntimeConfig(n_ctx=256, n_threads=1, n_batch=64))
+    try:
+        assert eng.head_name is not None  # the sibling assistant, found with the target
+        eng.cost.steady()
+        p = GenerationParams(temperature=0.0, p_min=0.0, max_tokens=6, k_init=4, k_max=4)
+        first = [len(e.token_ids) for e in eng.generate_tokens([321], p, Mode.MTP)]
+        again = [len(e.token_ids) for e in eng.generate_tokens([321], p, Mode.MTP)]
+        assert first[1] > 1 and again == first, (first, again)
+    finally:
+        eng.close()

@@ -312,7 +312,9 @@ class Decoder:
         for d in self.drafters:
             d.begin(self.prompt)
         key = self.choose.first_key()
-        first_input = t.recall(n, key) if t.common_prefix(self.prompt) >= n else None
+        # (a drafter that reads the target's hidden states needs the prompt's last row decoded)
+        cached = t.common_prefix(self.prompt) >= n and not self._readers
+        first_input = t.recall(n, key) if cached else None
         if not isinstance(first_input, First) or not t.truncate(n):
             t.truncate(min(t.common_prefix(self.prompt), n - 1))
             start = len(t.cache)
