@@ -19,8 +19,8 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from specchat.core.decoding.dist import Dist
-from specchat.core.decoding.speculative import (
+from specchat.core.decoding.choosing.dist import Dist
+from specchat.core.decoding.choosing.speculative import (
     accept_bounded,
     accept_draft_token,
     residual_sample,
@@ -232,7 +232,7 @@ def test_a_dense_draw_over_many_blocks_follows_the_patched_cdf() -> None:
     repeat penalty's new weights) on ids in two of them: probing the middle of each token's
     interval of the patched distribution's CDF (the patch's ids first, in its order, then the
     others in token order) draws that token."""
-    from specchat.core.decoding.dist import BLOCK, sample
+    from specchat.core.decoding.choosing.dist import BLOCK, sample
 
     n = 3 * BLOCK + 37
     w = np.zeros(n, dtype=np.float32)
@@ -266,7 +266,7 @@ def test_a_draw_that_lands_in_the_patch_never_reads_the_row() -> None:
     """A row penalised where most of its mass is (a repeat penalty on the likely tokens, a
     rejected draft's residual): a draw inside the patch's weights costs no pass over the
     vocabulary; one past them reads the row."""
-    from specchat.core.decoding.dist import PatchedRow, sample
+    from specchat.core.decoding.choosing.dist import PatchedRow, sample
 
     n = 5000
     w = np.zeros(n, dtype=np.float32)

@@ -10,7 +10,7 @@ import pytest
 
 from specchat.core.bench.report import build_report, models_info
 from specchat.core.bench.runner import run_bench
-from specchat.core.decoding.backend_sampler import GREEDY, ROWS_MAX, TOP_K, SamplerSpec
+from specchat.core.decoding.choosing.backend_sampler import GREEDY, ROWS_MAX, TOP_K, SamplerSpec
 from specchat.core.decoding.pricing.cost_curve import (
     FLAT,
     SETTLE,

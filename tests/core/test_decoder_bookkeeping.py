@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from standin import EOS, N_VOCAB, StandIn, reply_script
 
+from specchat.core.decoding.choosing.sampling import Warp
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings
 from specchat.core.decoding.drafters.draft_model import ModelDrafter
 from specchat.core.decoding.drafters.ngram import OPENING, NgramDrafter
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.decoding.pricing.cost_model import CostModel
-from specchat.core.decoding.sampling import Warp
 from specchat.core.reply import Reply
 from specchat.core.types import FinishReason, GenerationParams, Mode
 

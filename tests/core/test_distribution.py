@@ -42,8 +42,8 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from specchat.core.decoding.choosing.sampling import Dist, Warp
 from specchat.core.decoding.runtime import ModelRuntime
-from specchat.core.decoding.sampling import Dist, Warp
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams
 

@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from specchat.core.decoding.backend_sampler import ROWS_MAX
+from specchat.core.decoding.choosing.backend_sampler import ROWS_MAX
 from specchat.core.engines.local import DraftUnavailableError, Engine, EngineBusyError
 from specchat.core.gguf.header import GGUFError
 from specchat.core.reply import Reply

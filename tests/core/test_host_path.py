@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specchat.core.decoding.backend_sampler import DIST, SamplerSpec
-from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
-from specchat.core.decoding.dist import Dist
+from specchat.core.decoding.choosing.backend_sampler import DIST, SamplerSpec
+from specchat.core.decoding.choosing.candidates import FULL, HOST, TOP, HostFix, plan
+from specchat.core.decoding.choosing.dist import Dist
+from specchat.core.decoding.choosing.sampling import Warp, top2
 from specchat.core.decoding.runtime import ModelRuntime
-from specchat.core.decoding.sampling import Warp, top2
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams
 
@@ -252,7 +252,7 @@ def test_the_draft_candidates_warp_as_lists_is_the_arrays_warp(settings: dict) -
     """The draft model's ten candidates are warped as Python lists; what it keeps and the
     probabilities must be the numpy warp's (any q keeps speculation exact, but q must be what
     the warp says: top-k, top-p, min-p, temperature)."""
-    from specchat.core.decoding.sampling import sparse_warp, sparse_warp_listed
+    from specchat.core.decoding.choosing.sampling import sparse_warp, sparse_warp_listed
 
     warp = Warp(GenerationParams(**settings), 1000)
     rng = np.random.default_rng(7)
@@ -292,8 +292,8 @@ def test_a_listed_q_is_the_arrays_q() -> None:
     """The draft's q kept as Python lists (weights and their sum) answers as a sparse Dist of
     the same ids and normalised probabilities: `prob` (an id it lacks: 0), `top_prob`, and the
     numpy ids and probs a residual reads, made when first asked for."""
-    from specchat.core.decoding.dist import ListedDist
-    from specchat.core.decoding.speculative import residual_sample
+    from specchat.core.decoding.choosing.dist import ListedDist
+    from specchat.core.decoding.choosing.speculative import residual_sample
 
     ids, w = [7, 3, 11, 5], [1.0, 0.25, 0.5, 0.125]
     q = ListedDist(ids, w, sum(w), 20)

@@ -47,13 +47,13 @@ import pytest
 import tinymodel_gemma4
 from tinymodel import write_lfm2, write_loadable_gguf, write_qwen35_mtp
 
+from specchat.core.decoding.choosing.sampling import Warp
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.drafters.base import Drafter, DrafterKind, DraftSettings, Proposal
 from specchat.core.decoding.drafters.mtp import MTPDrafter
 from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
-from specchat.core.decoding.sampling import Warp
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, GenerationStats, Mode, TokenEvent
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specchat.core.decoding.backend_sampler import SamplerSpec
+from specchat.core.decoding.choosing.backend_sampler import SamplerSpec
 from specchat.core.decoding.drafters.base import DraftSettings
 from specchat.core.decoding.pricing.cost_curve import GREEDY_CHAIN, SETTLE, filler_tokens
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
-from specchat.core.decoding.backend_sampler import ROWS_MAX
-from specchat.core.decoding.chooser import Chooser, First
-from specchat.core.decoding.dist import sample
+from specchat.core.decoding.choosing.backend_sampler import ROWS_MAX
+from specchat.core.decoding.choosing.chooser import Chooser, First
+from specchat.core.decoding.choosing.dist import sample
+from specchat.core.decoding.choosing.sampling import Warp
 from specchat.core.decoding.drafters.base import Drafter, DrafterKind, DraftSettings, Proposal
 from specchat.core.decoding.drafters.ngram import HISTORY
 from specchat.core.decoding.pricing.cost_model import Costly, CostModel
@@ -34,7 +35,6 @@ from specchat.core.decoding.pricing.risk import (
     opening_risk,
 )
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
-from specchat.core.decoding.sampling import Warp
 from specchat.core.decoding.text_stream import TextStream
 from specchat.core.types import (
     FinishReason,

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from specchat.core.decoding.backend_sampler import (
+from specchat.core.decoding.choosing.backend_sampler import (
     ROWS_MAX,
     BackendSampler,
     SamplerSpec,

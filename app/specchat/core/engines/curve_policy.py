@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specchat.core.decoding.backend_sampler import ROWS_MAX
+from specchat.core.decoding.choosing.backend_sampler import ROWS_MAX
 from specchat.core.decoding.pricing.cost_curve import (
     GREEDY_CHAIN,
     MEASURED,

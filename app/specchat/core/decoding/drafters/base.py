@@ -22,9 +22,9 @@ from enum import Enum
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from specchat.core.decoding.dist import Dist, Uniform
+    from specchat.core.decoding.choosing.dist import Dist, Uniform
+    from specchat.core.decoding.choosing.sampling import Warp
     from specchat.core.decoding.runtime import ModelRuntime
-    from specchat.core.decoding.sampling import Warp
 
 
 class DrafterKind(str, Enum):

@@ -10,12 +10,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from specchat.core.decoding.backend_sampler import TOP_K
-from specchat.core.decoding.candidates import penalised as pen_value
-from specchat.core.decoding.dist import Dist, ListedDist, Uniform, sample, sample_listed
+from specchat.core.decoding.choosing.backend_sampler import TOP_K
+from specchat.core.decoding.choosing.candidates import penalised as pen_value
+from specchat.core.decoding.choosing.dist import Dist, ListedDist, Uniform, sample, sample_listed
+from specchat.core.decoding.choosing.sampling import (
+    Warp,
+    backend_dist,
+    confidence,
+    sparse_warp_listed,
+)
 from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings, Proposal
 from specchat.core.decoding.runtime import ModelRuntime
-from specchat.core.decoding.sampling import Warp, backend_dist, confidence, sparse_warp_listed
 
 
 class ModelDrafter:

@@ -42,11 +42,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from specchat.core.decoding.choosing.dist import Dist, sample
+from specchat.core.decoding.choosing.sampling import confidence
 from specchat.core.decoding.config import ModelLoadError
-from specchat.core.decoding.dist import Dist, sample
 from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings, Proposal
 from specchat.core.decoding.runtime import ModelRuntime, model_params
-from specchat.core.decoding.sampling import confidence
 from specchat.core.gguf.drafters import mtp_layers
 from specchat.core.gguf.header import GGUFError, GGUFInfo, read_gguf_info
 

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from specchat.core.decoding.backend_sampler import GREEDY, ROWS_MAX, SamplerSpec
+from specchat.core.decoding.choosing.backend_sampler import GREEDY, ROWS_MAX, SamplerSpec
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
 from specchat.core.machine.busy import BUSY_SHARE, CpuMeter
 

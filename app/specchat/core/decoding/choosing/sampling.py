@@ -1,9 +1,9 @@
-"""Token choice from logits: the warp (llama.cpp's order: repeat penalty, top-k, top-p, min-p,
-then temperature), greedy choice, and exact speculative acceptance (Leviathan et al. 2022;
-Chen et al. 2023).
+"""The host's warp of raw logits: llama.cpp's order (repeat penalty, top-k, top-p, min-p, then
+temperature) into a greedy choice or a distribution (`dist.Dist`), over a whole row or over a
+chain's candidates; top-2 for the divergence view.
 
-The same `Warp` turns both the target's and the draft's logits into distributions p and q, so the
-speculative rule min(1, p/q) with residual sampling from normalise(max(0, p - q)) reproduces the
+The same `Warp` turns both the target's and the draft's logits into distributions p and q, so
+speculative acceptance (`speculative.py`: min(1, p/q), the residual max(0, p - q)) reproduces the
 target's warped distribution exactly.
 
 Everything here is on the per-token hot path, so it works on dense float32 rows in preallocated
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from specchat.core.decoding.dist import Dist, Ids
+from specchat.core.decoding.choosing.dist import Dist, Ids
 from specchat.core.types import GenerationParams, Top2
 
 Logits = npt.NDArray[np.float32]

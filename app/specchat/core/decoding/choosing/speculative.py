@@ -9,7 +9,14 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from specchat.core.decoding.dist import Dist, Ids, PatchedRow, Uniform, sample, sample_small
+from specchat.core.decoding.choosing.dist import (
+    Dist,
+    Ids,
+    PatchedRow,
+    Uniform,
+    sample,
+    sample_small,
+)
 
 
 def keep_graph_draw(

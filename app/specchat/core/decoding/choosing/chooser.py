@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from specchat.core.decoding.backend_sampler import (
+from specchat.core.decoding.choosing.backend_sampler import (
     DIST,
     DRAFT_TOP_K,
     GREEDY,
@@ -22,18 +22,18 @@ from specchat.core.decoding.backend_sampler import (
     TOP_K,
     SamplerSpec,
 )
-from specchat.core.decoding.candidates import FULL, HOST, TOP, HostFix, plan
-from specchat.core.decoding.dist import Dist, Uniform, sample
-from specchat.core.decoding.drafters.base import Proposal
-from specchat.core.decoding.runtime import Logits, ModelRuntime
-from specchat.core.decoding.sampling import Warp, backend_dist, top2
-from specchat.core.decoding.speculative import (
+from specchat.core.decoding.choosing.candidates import FULL, HOST, TOP, HostFix, plan
+from specchat.core.decoding.choosing.dist import Dist, Uniform, sample
+from specchat.core.decoding.choosing.sampling import Warp, backend_dist, top2
+from specchat.core.decoding.choosing.speculative import (
     accept_bounded,
     accept_draft_token,
     accept_with,
     keep_graph_draw,
     residual_sample,
 )
+from specchat.core.decoding.drafters.base import Proposal
+from specchat.core.decoding.runtime import Logits, ModelRuntime
 from specchat.core.types import GenerationParams, Top2
 
 History = Callable[[Sequence[int]], list[int]]  # tokens after ctx -> the penalty's history

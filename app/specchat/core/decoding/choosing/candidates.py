@@ -30,9 +30,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specchat.core.decoding.backend_sampler import DIST, TOP_K, BackendSampler, SamplerSpec
-from specchat.core.decoding.dist import Dist, PatchedRow
-from specchat.core.decoding.sampling import Warp, sparse_warp
+from specchat.core.decoding.choosing.backend_sampler import DIST, TOP_K, BackendSampler, SamplerSpec
+from specchat.core.decoding.choosing.dist import Dist, PatchedRow
+from specchat.core.decoding.choosing.sampling import Warp, sparse_warp
 from specchat.core.types import GenerationParams, Top2
 
 TOP = "top"  # a TOP_K chain, corrected on the host
