@@ -26,7 +26,6 @@ how many drafts would be kept, so no acceptance or speedup follows from them.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import statistics
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core.decoding.choosing.backend_sampler import SamplerSpec
+from specchat.core.decoding.drafters import mtp
 from specchat.core.decoding.drafters.base import DraftSettings
 from specchat.core.decoding.pricing.cost_curve import GREEDY_CHAIN, SETTLE, filler_tokens
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
@@ -52,16 +52,6 @@ _FILLER = 128  # context the timed decodes sit on
 
 class DrafterCostError(ValueError):
     pass
-
-
-def _mtp_module() -> Any:
-    """The MTP drafter's module (decoding/drafters/mtp.py; decoding/mtp.py in older trees)."""
-    for name in ("specchat.core.decoding.drafters.mtp", "specchat.core.decoding.mtp"):
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError:
-            continue
-    raise DrafterCostError("this SpecChat has no MTP drafter module")
 
 
 @dataclass(frozen=True)
@@ -282,7 +272,6 @@ def measure_drafter_costs(
     if repeats < 1:
         raise DrafterCostError("repeats must be at least 1")
     say = progress or (lambda _s: None)
-    mtp = _mtp_module()
     head_info = None
     if head:
         try:
