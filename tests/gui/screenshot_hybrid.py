@@ -100,6 +100,10 @@ def main() -> int:
         wait_until(app, lambda: time.monotonic() > settle)
         return w.gauge.stats
 
+    def last_text() -> str:
+        last = w.chat.last("assistant")
+        return last.text if last is not None else ""
+
     problems: list[str] = []
     load(lfm2)
     # priced as `--cost-curve flat` prices it: the tiny model's measured curve (a decode of
@@ -108,11 +112,11 @@ def main() -> int:
     assert engine is not None
     engine.use_cost_curve(CostCurve.flat())
     reply(Mode.OFF, REPEATS)  # what Lookup's reply must equal
-    off_text = w.chat.last("assistant").text
+    off_text = last_text()
     st = reply(Mode.LOOKUP, REPEATS)
     if st is None or st.mode != "lookup" or not st.drafted:
         problems.append(f"hybrid lookup reply not drafted: {st}")
-    elif w.chat.last("assistant").text != off_text:
+    elif last_text() != off_text:
         problems.append("the Lookup reply differs from the Off reply")
     else:
         print(f"lookup on lfm2: {st.accepted}/{st.drafted} accepted, {st.tokens} tokens")
