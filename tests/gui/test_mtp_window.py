@@ -74,6 +74,16 @@ def reply_in(w: Any, send: Any, mode: Mode, text: str) -> tuple[Any, str]:
     return stats, w.chat.last("assistant").text
 
 
+def compare_offers_mtp(w: Any) -> tuple[bool, str]:
+    """Whether the comparison window offers MTP, and under which name."""
+    w.open_compare()
+    box = w.compare_dialog.mode_box
+    i = box.findData(Mode.MTP)
+    offered = (box.model().item(i).isEnabled(), box.itemText(i))
+    w.compare_dialog.close()
+    return offered
+
+
 def test_built_in_head_is_offered_by_name_and_drafts_the_same_reply(
     qtbot: Any, make_window: Any, send: Any, models: dict[str, Path]
 ) -> None:
@@ -85,6 +95,7 @@ def test_built_in_head_is_offered_by_name_and_drafts_the_same_reply(
     assert mtp.isEnabled() and mtp.text() == "Built-in MTP"
     assert mtp.toolTip().startswith("Built-in MTP: ") and "verifies" in mtp.toolTip()
     assert "MTP head: Built-in MTP" in w.models_panel.label.text()
+    assert compare_offers_mtp(w) == (True, "Built-in MTP")
 
     off, off_text = reply_in(w, send, Mode.OFF, PROMPT)
     assert off.mode == "off" and off.tokens == 24 and off_text
@@ -111,6 +122,7 @@ def test_without_a_head_mtp_is_not_offered_until_a_target_with_one_loads(
     w.mode_selector.set_mode(Mode.MTP)  # refused while disabled
     assert w.mode_selector.mode() is Mode.LOOKUP
     assert "MTP head" not in w.models_panel.label.text()
+    assert compare_offers_mtp(w) == (False, "MTP")
     assert w.settings.mode == "mtp"  # the user's choice stays for a model that has one
 
     loaded(qtbot, w, models["qwen35"])
