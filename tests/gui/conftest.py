@@ -17,6 +17,10 @@ from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
 
+# how long a wait for the window may take: generous, so a busy machine slows a test, never
+# fails it (a passing test waits only as long as the window needs)
+WAIT_MS = 120_000
+
 MAX_STREAM_MS = 180_000  # a reply on a busy 2-core machine
 
 
@@ -85,7 +89,7 @@ def make_window(qtbot: Any, request: pytest.FixtureRequest) -> Iterator[Callable
         w.resize(1200, 800)
         w.show()
         if engine is not None:
-            qtbot.waitUntil(lambda: w.models.target is not None, timeout=10_000)
+            qtbot.waitUntil(lambda: w.models.target is not None, timeout=WAIT_MS)
         windows.append(w)
         return w
 

@@ -69,7 +69,7 @@ def test_an_impossible_model_is_refused_with_its_bad_value(
         w.loader.open_target(tiny_files["bad"])  # used to abort the whole app inside llama.cpp
     assert failed.args[0] == "target"
     assert "bad.gguf: impossible model setting qwen2.block_count = 0" in failed.args[1]
-    qtbot.waitUntil(w.banner.isVisible, timeout=5_000)
+    qtbot.waitUntil(w.banner.isVisible, timeout=WAIT_MS)
     assert w.banner.kind == "error"
     assert "a model has 1 to 512 layers" in unescape(w.banner.text())
 
@@ -129,7 +129,7 @@ def test_two_windows_on_one_history(qtbot: Any, make_window: Any, tiny_engine: E
     _send(qtbot, a, "first from A")
     cid = a.session.conversation_id
     assert cid is not None
-    qtbot.waitUntil(lambda: b.conversations.ids() == [cid], timeout=10_000)  # no click needed
+    qtbot.waitUntil(lambda: b.conversations.ids() == [cid], timeout=WAIT_MS)  # no click needed
     b.open_conversation(cid)
     assert len(b.chat.messages) == 2
     _send(qtbot, a, "second from A")  # B still shows the first exchange only
@@ -189,11 +189,11 @@ def test_model_manager_warns_about_a_swapped_pair(
     dlg.show()
     try:
         pair = dlg.pair_box
-        qtbot.waitUntil(lambda: "✓" in pair.verdict_label.text(), timeout=15_000)  # listed
+        qtbot.waitUntil(lambda: "✓" in pair.verdict_label.text(), timeout=WAIT_MS)  # listed
         assert "swapped" not in pair.verdict_label.text()  # the default pair, the right way
         pair.set_target(store.root / model_paths[1].name)  # the 0.5B as the target
         pair.set_draft(store.root / model_paths[0].name)
-        qtbot.waitUntil(lambda: "swapped?" in pair.verdict_label.text(), timeout=15_000)
+        qtbot.waitUntil(lambda: "swapped?" in pair.verdict_label.text(), timeout=WAIT_MS)
         text = unescape(pair.verdict_label.text())
         assert "✓ the draft fits the target" in text
         assert "⚠ the draft (1.78 B parameters) is larger than the target (0.63 B" in text

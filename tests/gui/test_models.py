@@ -15,6 +15,10 @@ from specchat.gui.chat.mode_selector import NO_DRAFT_TIP
 from specchat.gui.main_window import MANAGER_MISSING, MainWindow
 
 LOAD_MS = 120_000
+# how long a wait for the window may take: generous, so a busy machine slows a test, never
+# fails it (a passing test waits only as long as the window needs)
+WAIT_MS = 120_000
+MEASURE_MS = 600_000  # the whole cost curve, in steps between requests, on a busy machine
 
 
 def tiny_gguf(path: Path) -> Path:
@@ -64,28 +68,28 @@ def test_loading_errors_and_draft_availability(
     timer.stop()
     assert any(during), "the event loop did not run while the model loaded"
     # what the lookup history holds stays in view when status lines come and go
-    qtbot.waitUntil(lambda: w.history_label.text().startswith("lookup history:"), timeout=10_000)
+    qtbot.waitUntil(lambda: w.history_label.text().startswith("lookup history:"), timeout=WAIT_MS)
     w.statusBar().showMessage("a passing status line")
     assert w.history_label.text().startswith("lookup history: 0 conversations")
     # a finished reply joins the index, and the label says so with the index's new figures
     send(w, "Say hi.")
-    qtbot.waitUntil(lambda: "+ 1 reply since" in w.history_label.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: "+ 1 reply since" in w.history_label.text(), timeout=WAIT_MS)
     line = w.history_label.text()
     assert line.startswith("lookup history: 0 conversations + 1 reply since, "), line
     assert int(line.split(", ")[1].split()[0].replace(",", "")) > 0, line  # its tokens
     # the setting applies at once: off drops the index, on indexes the saved conversations again
     w.apply_settings(w.settings.with_(lookup_history=False))
-    qtbot.waitUntil(lambda: w.history_label.text() == "lookup history: off", timeout=10_000)
+    qtbot.waitUntil(lambda: w.history_label.text() == "lookup history: off", timeout=WAIT_MS)
     assert w.controller.engine.history.n_tokens == 0
     w.apply_settings(w.settings.with_(lookup_history=True))
-    qtbot.waitUntil(lambda: "built in" in w.history_label.text(), timeout=10_000)
+    qtbot.waitUntil(lambda: "built in" in w.history_label.text(), timeout=WAIT_MS)
     assert w.history_label.text().startswith("lookup history: 1 conversation, ")
     assert w.controller.engine.history.n_tokens > 0  # the exchange above, from the database
     # measured in the background after the load, between requests, on the worker
-    qtbot.waitUntil(lambda: w.controller.worker.measuring is None, timeout=LOAD_MS)
+    qtbot.waitUntil(lambda: w.controller.worker.measuring is None, timeout=MEASURE_MS)
     curve = w.controller.engine.cost_curve
     assert curve is not None and curve.source == "measured"
-    qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=10_000)
+    qtbot.waitUntil(lambda: not w.models_panel.progress.isVisible(), timeout=WAIT_MS)
     assert w.models.target is not None and w.models.draft is None
     assert "Draft:</b> <i>none" in w.models_panel.label.text()
     assert "CPU" in w.models_panel.label.text() and " MB" in w.models_panel.label.text()
@@ -152,7 +156,7 @@ def test_first_run_without_models_explains_how_to_get_them(
     monkeypatch.setitem(sys.modules, "specchat.gui.models.manager", None)  # not in this build
     # as a real start: settings from the data directory, load what is there, else the manager
     w = make_window(engine=None, base=None, autoload=True, open_manager_on_first_run=True)
-    qtbot.waitUntil(w.banner.isVisible, timeout=5_000)
+    qtbot.waitUntil(w.banner.isVisible, timeout=WAIT_MS)
     assert "specchat-cli models fetch-default" in w.banner.text()
     assert not w.send_button.isEnabled() and not w.menus.compare.isEnabled()
     assert w.models.target is None
