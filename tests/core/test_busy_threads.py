@@ -192,3 +192,45 @@ def test_threads_stay_as_loaded_when_fitting_is_off(engine, monkeypatch) -> None
     _sampled(meter, cpu, 1.0, others=float(wanted))
     busy = _reply(engine)
     assert (busy.threads, busy.threads_note) == (wanted, "")
+
+
+_BUILD = """
+import subprocess, sys, time
+burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 0.15: pass"
+for _ in range(8):
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    with open(sys.argv[1], "a") as f:
+        f.write("x\\n")
+time.sleep(120)
+"""
+
+
+def test_the_time_of_a_childs_own_finished_children_stays_ours(tmp_path) -> None:
+    """A build the test suite starts (make running compilers, each waited for by make, not by
+    us): while the child lives, each grandchild that ended keeps its CPU time in ours, through
+    the child's own count of its waited-for children. Fails if only each descendant's own time
+    is summed (the test suite's llama-server build then made this process's CPU time shrink,
+    own_s -0.19 s, and its compilers look like another program's)."""
+    import subprocess
+    import sys
+
+    done = tmp_path / "done"
+    done.touch()
+    child = subprocess.Popen([sys.executable, "-c", _BUILD, str(done)])
+    try:
+        deadline = time.monotonic() + 120.0
+        while not done.read_text() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with (meter := CpuMeter(name_processes=False)):
+            start = len(done.read_text().split())
+            while len(done.read_text().split()) < start + 4 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            end = len(done.read_text().split())
+        assert child.poll() is None  # (still running: none of its time reached ours by a wait)
+    finally:
+        child.kill()
+        child.wait()
+    use = meter.use
+    assert use is not None and end >= start + 4
+    inside = end - start - 1  # grandchildren that ran wholly inside the meter's window
+    assert use.own_s >= inside * 0.15 - 2 * TICK_S, (use, start, end)

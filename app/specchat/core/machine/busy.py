@@ -106,14 +106,16 @@ class MachineCounters:
                 self._children = self._proc.children(recursive=True)
             self._listed = now
         # the children before this process: one that ends and is waited for in between is
-        # counted twice (others undercounted) rather than not at all
+        # counted twice (others undercounted) rather than not at all. Each descendant's count
+        # includes the descendants it has waited for: a compiler that a build's make runs and
+        # reaps keeps its time in make's figure (counted alone, ours would shrink when it ended)
         kids = 0.0
         for c in self._children:
             try:
                 t = c.cpu_times()
             except psutil.Error:  # ended: its time is in ours once it is waited for
                 continue
-            kids += t.user + t.system
+            kids += t.user + t.system + t.children_user + t.children_system
         t = self._proc.cpu_times()
         ours = t.user + t.system + t.children_user + t.children_system + kids
         times = psutil.cpu_times()._asdict()
