@@ -22,7 +22,7 @@ from specchat.core.state.history import History
 from specchat.core.state.settings import Settings
 from specchat.core.types import GenerationStats, Mode
 from specchat.gui.chat.column import ChatColumn
-from specchat.gui.chat.session import ChatSession
+from specchat.gui.chat.dialogue import ChatSession
 from specchat.gui.stats.gauge import SpecGauge
 from specchat.gui.threads.engine import EngineController
 from specchat.gui.threads.requests import ModelsInfo

@@ -28,8 +28,8 @@ from specchat.core.state.settings import Settings, load_settings, save_settings
 from specchat.core.types import GenerationStats, Mode
 from specchat.gui.chat.column import ChatColumn
 from specchat.gui.chat.conversations import ConversationList
+from specchat.gui.chat.dialogue import ChatSession
 from specchat.gui.chat.mode_selector import ModeSelector
-from specchat.gui.chat.session import ChatSession
 from specchat.gui.menus import build_menus
 from specchat.gui.models.loader import NO_MODELS_TEXT, ModelLoader
 from specchat.gui.models.panel import ModelsPanel
