@@ -30,6 +30,7 @@ from enum import Enum
 from pathlib import PurePosixPath
 
 from specchat.core.gguf.info import GGUFInfo, as_int
+from specchat.core.gguf.recurrent import ROLLBACK_ARCHES
 
 __all__ = [
     "ASSISTANT_ARCH",
@@ -90,21 +91,7 @@ HYBRID_ARCHS = frozenset(
         "minimax-01",
     }
 )
-ROLLBACK_ARCHS = frozenset(
-    {
-        "kimi-k3",
-        "qwen35",
-        "qwen35moe",
-        "qwen4exp",
-        "deepseek4",
-        "glm5-next",
-        "nemotron_h",
-        "nemotron_h_moe",
-        "lfm2",
-        "lfm2moe",
-        "bailingmoe3",
-    }
-)
+ROLLBACK_ARCHS = ROLLBACK_ARCHES  # (llama.cpp's list, kept in recurrent.py)
 
 
 class DrafterKind(str, Enum):

@@ -30,6 +30,7 @@ from specchat.core.decoding.choosing.speculative import (
     accept_draft_token,
     accept_with,
     keep_graph_draw,
+    patched_copy,
     residual_sample,
 )
 from specchat.core.decoding.drafters.base import Proposal
@@ -198,14 +199,7 @@ class Chooser:
             return First(token=self.choose(rows, -1), top2=t2)
         d = self.dist(rows, -1, ())
         if d.ids is None:
-            if d.w is None:
-                raise ValueError("d.w is missing: a distribution of another kind")
-            w = d.w.astype(np.float32, copy=True)
-            if d.fix_ids is not None:
-                if d.fix_w is None:
-                    raise ValueError("d.fix_w is missing: a distribution of another kind")
-                w[d.fix_ids] = d.fix_w
-            d = Dist(w=w, total=d.total, n_vocab=d.n_vocab)
+            d = Dist(w=patched_copy(d), total=d.total, n_vocab=d.n_vocab)
         return First(dist=d, top2=t2)
 
     def judge(self, rows: Logits, draft: Proposal) -> tuple[int, int]:

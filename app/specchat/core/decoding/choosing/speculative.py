@@ -141,16 +141,16 @@ def _minus(p: Dist, ids: list[int], probs: list[float]) -> Dist:
 def _dense_residual(p: Dist, q: Dist) -> Dist:
     if q.w is None:
         raise ValueError("q.w is missing: a distribution of another kind")
-    w = _patched_copy(p)
+    w = patched_copy(p)
     m = min(p.n_vocab, q.n_vocab)
     np.multiply(w, q.total / p.total, out=w)  # w is now p * q.total
-    qw = q.w[:m] if q.fix_ids is None else _patched_copy(q)[:m]
+    qw = q.w[:m] if q.fix_ids is None else patched_copy(q)[:m]
     np.subtract(w[:m], qw, out=w[:m])
     np.maximum(w, 0.0, out=w)
     return Dist(w=w, total=float(w.sum(dtype=np.float64)), n_vocab=p.n_vocab)
 
 
-def _patched_copy(d: Dist) -> npt.NDArray[np.float32]:
+def patched_copy(d: Dist) -> npt.NDArray[np.float32]:
     """A dense distribution's weights with its patch applied, as a new float32 array."""
     if d.w is None:
         raise ValueError("d.w is missing: a distribution of another kind")
