@@ -250,3 +250,21 @@ def test_a_regenerate_drafts_with_the_head_from_its_first_step(
         assert first[1] > 1 and again == first, (first, again)
     finally:
         eng.close()
+
+
+def test_only_files_named_as_heads_are_looked_at_beside_a_target(
+    gemma4_pair: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Beside a target, only `mtp*.gguf` files and (for a Gemma 4 target) files with
+    "assistant" in their name are read as heads: the same assistant under another name is not
+    found, so a store full of models costs no header reads at every load. Fails if every
+    sibling is read."""
+    target_path, assistant_path = gemma4_pair
+    target = tmp_path / "gemma.gguf"
+    target.write_bytes(target_path.read_bytes())
+    (tmp_path / "other-model.gguf").write_bytes(assistant_path.read_bytes())
+    assert find_head(target) is None
+    named = tmp_path / "mtp-gemma.gguf"
+    named.write_bytes(assistant_path.read_bytes())
+    head = find_head(target)
+    assert head is not None and head.kind == ASSISTANT and head.path == named

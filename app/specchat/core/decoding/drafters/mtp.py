@@ -120,7 +120,8 @@ def find_head(
 
     In order: an `assistant` passed explicitly (a bad one raises ValueError with the reason),
     the target's own NextN layers, a sibling `mtp-*.gguf` of the same architecture and
-    vocabulary, a sibling Gemma 4 assistant made for the target's width."""
+    vocabulary, a sibling Gemma 4 assistant made for the target's width (a file named
+    `mtp-*.gguf` or with "assistant" in its name: no other sibling's header is read)."""
     path = Path(target_path)
     info = target_info if target_info is not None else read_gguf_info(path)
     if assistant is not None:
@@ -136,18 +137,23 @@ def find_head(
     n = mtp_layers(info)
     if n:
         return HeadInfo(BUILTIN, path, "Built-in MTP", n)
+    gemma = (info.architecture or "") in _ASSISTANT_TARGETS
     for sibling in sorted(path.parent.glob("*.gguf")):
-        if sibling == path:
+        name = sibling.name.lower()
+        # only files named as heads are read (a store's other models would cost a header
+        # read each on every load): mtp-*.gguf, and an assistant for a Gemma 4 target
+        named = name.startswith("mtp") or (gemma and "assistant" in name)
+        if sibling == path or not named:
             continue
         try:
             s_info = read_gguf_info(sibling)
         except (GGUFError, OSError):
             continue
-        if sibling.name.lower().startswith("mtp-"):
-            same = s_info.architecture == info.architecture
-            if same and mtp_layers(s_info) and _vocab_size(s_info) == _vocab_size(info):
-                return HeadInfo(MTP_FILE, sibling, f"MTP ({sibling.name})", mtp_layers(s_info))
-        elif assistant_problem(info, s_info) is None:
+        same = s_info.architecture == info.architecture
+        if same and mtp_layers(s_info) and _vocab_size(s_info) == _vocab_size(info):
+            return HeadInfo(MTP_FILE, sibling, f"MTP ({sibling.name})", mtp_layers(s_info))
+        # (a Gemma 4 assistant is often named mtp-*.gguf too, as in unsloth's repos)
+        if gemma and assistant_problem(info, s_info) is None:
             return HeadInfo(ASSISTANT, sibling, _display(s_info, sibling), s_info.n_layers or 0)
     return None
 
