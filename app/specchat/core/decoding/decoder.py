@@ -115,7 +115,8 @@ class Decoder:
         self._noted: tuple[DrafterKind | None, int] = (None, -1)  # the drafter noted, since
         self._rest = 0  # Auto: steps left that look for no draft (Plan.rest)
         self._won = 0  # the last lookup draft's length, if it was kept whole (else 0)
-        self.risk = RiskBudget(opening_risk(cost.steps))  # Auto: what this reply may still lose
+        self._within = ROWS_MAX  # Auto: the longest draft this step's risk budget allowed
+        self.risk = RiskBudget(opening_risk(cost.steps))  # what this reply may still lose
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
         self._settings: dict[DrafterKind, DraftSettings] = {}
@@ -220,10 +221,13 @@ class Decoder:
                 base = len(self.ctx)
                 if drafter is not None and k:
                     self._verify(drafter, sent, classes)
-                    self.risk.step(self._produced, self.cost.steps.step_units(drafter.kind, k))
+                    # (a copy's earned growth is charged as the draft the budget allowed)
+                    charged = self.cost.steps.step_units(drafter.kind, min(k, self._within))
+                    self.risk.step(self._produced, charged)
                 else:
                     self._plain_step()
                     self.risk.step(1, 1.0)
+                    self._won = 0  # (a copy earns its length only from draft to draft)
                 self._judge_unsent(drafter if k else None, base)
                 ev = self._event()
                 wall, llama = time.perf_counter() - step_start, self._llama_at_event - llama_start
@@ -375,8 +379,10 @@ class Decoder:
         if self._rest:  # the last plan found every drafter far from paying
             self._rest -= 1
             return None, none, []
-        # no walk past what the reply can risk (risk.py)
-        limit = max(1, longest_within(self.cost.steps, self.risk.left, limit))
+        # no walk past what the reply can risk (risk.py), but a copy kept whole so far is
+        # offered as far as it has earned (_earned)
+        full, limit = limit, max(1, longest_within(self.cost.steps, self.risk.left, limit))
+        self._within = limit
         lookup: Drafter | None = None
         prop, classes = none, list[str]()
         costly: list[Costly] = []
@@ -386,7 +392,7 @@ class Decoder:
                 costly.append(Costly(d.kind, max_k, d.lag(len(self.ctx))))
             else:  # (one free drafter: lookup)
                 lookup = d
-                prop, classes = self._look(d, limit)
+                prop, classes = self._look(d, full if self._won else limit)
         plan = self.cost.plan(
             lookup_classes=classes,
             lookup_alphas=self.cost.acceptances(DrafterKind.LOOKUP, classes),
@@ -403,7 +409,7 @@ class Decoder:
             self.stats.note = plan.reason
         self.stats.k_current, self._rest = plan.k, plan.rest
         if lookup is not None and plan.drafter in (None, lookup.kind):
-            # a copy kept whole so far drafts at least as far as Lookup's own mode would
+            # a copy kept whole so far drafts at least as far as it has earned
             k = max(plan.k if plan.drafter is not None else 0, self._earned(classes))
             if k:
                 self.stats.k_current, self._rest = k, 0
@@ -415,11 +421,14 @@ class Decoder:
 
     def _own_mode(self, d: Drafter, limit: int) -> tuple[Drafter | None, Proposal, list[str]]:
         """The user's drafter: a costly one drafts as far as it adapts to, a free one as far
-        as the cost model finds worth verifying (and now and then a little further)."""
+        as the cost model finds worth verifying (and now and then a little further), a fresh
+        guess no further than the reply's risk budget allows."""
         if d.costly:
             return d, self._run_costly(d, min(limit, d.k)), [""]
         prop, classes = self._look(d, min(limit, self.params.lookup_k_max))
         k = self.cost.chosen_chain(d.kind, self.cost.acceptances(d.kind, classes))
+        if prop.is_guess():  # a fresh guess risks only what the reply has won (risk.py)
+            k = min(k, longest_within(self.cost.steps, self.risk.left, k))
         k = max(k, self._earned(classes))
         self.stats.k_current = k
         return d, self._sent(prop.cut(k)), classes
@@ -436,7 +445,10 @@ class Decoder:
         return prop, prop.classes()[:cap]
 
     def _earned(self, classes: list[str]) -> int:
-        """What the copy on offer has earned by the last draft kept whole (pricing.grown)."""
+        """What the copy on offer has earned by the last draft kept whole: GROWTH times that
+        draft (pricing.grown), whatever the risk budget says (it grows by only what each
+        draft gains on a steep curve, and is charged for the growth only as far as it
+        allowed); the same length in Lookup's mode and in Auto."""
         return self.cost.grown(self._won, len(classes)) if self._won else 0
 
     def _sent(self, draft: Proposal) -> Proposal:

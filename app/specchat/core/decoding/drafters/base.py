@@ -61,6 +61,11 @@ class Proposal:
         a drafter that copies nothing)."""
         return 0
 
+    def is_guess(self) -> bool:
+        """Whether the draft is a fresh guess with nothing behind it (no copy, no proposal the
+        text just followed): a drafter's own mode risks on one only what the reply has won."""
+        return False
+
     def cut(self, k: int) -> Proposal:
         """The first k tokens (the pricing's choice), as a proposal of their own."""
         q = self.q[:k] if self.q is not None else None

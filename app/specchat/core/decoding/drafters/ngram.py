@@ -68,12 +68,13 @@ class LookupProposal(Proposal):
     def copy_match(self) -> int:
         return self.context[0] if self.context else 0
 
+    def is_guess(self) -> bool:
+        return bool(self.tokens) and self.opening and self.context[0] < SPAN
+
     def first_class(self) -> str:
         """The first token's class (of a proposal with tokens): an opening's is prefixed."""
         cls = confidence_class(self.confidence[0], self.context[0], history=self.source == HISTORY)
-        if self.opening and self.context[0] < SPAN:  # a copy is evidence by itself
-            return OPENING + cls
-        return cls
+        return OPENING + cls if self.is_guess() else cls  # a copy is evidence by itself
 
     def add(self, token: int, confidence: float, match: int, key: Key = ()) -> None:
         self.tokens.append(token)
