@@ -204,7 +204,8 @@ def test_offloaded_layers_take_their_snapshots_to_the_gpu(models: dict[str, Path
 
 def _head_context(target: Path, assistant: Path | None) -> LoadReport:
     """llama.cpp's account of the drafting context an MTP head or assistant creates."""
-    from specchat.core.decoding.drafters.mtp import MTPDrafter, find_head
+    from specchat.core.decoding.drafters.heads import find_head
+    from specchat.core.decoding.drafters.mtp import MTPDrafter
 
     rt = ModelRuntime(target, RuntimeConfig(n_ctx=N_CTX, n_threads=1))
     try:

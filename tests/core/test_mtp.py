@@ -18,7 +18,8 @@ import pytest
 
 from specchat.core.decoding.config import RuntimeConfig
 from specchat.core.decoding.drafters.base import DraftSettings, Proposal
-from specchat.core.decoding.drafters.mtp import ASSISTANT, BUILTIN, HeadInfo, MTPDrafter, find_head
+from specchat.core.decoding.drafters.heads import ASSISTANT, BUILTIN, HeadInfo, find_head
+from specchat.core.decoding.drafters.mtp import MTPDrafter
 from specchat.core.decoding.runtime import ModelRuntime
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

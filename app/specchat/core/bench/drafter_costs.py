@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core.decoding.choosing.backend_sampler import SamplerSpec
-from specchat.core.decoding.drafters import mtp
+from specchat.core.decoding.drafters import heads, mtp
 from specchat.core.decoding.drafters.base import DraftSettings
 from specchat.core.decoding.pricing.cost_curve import GREEDY_CHAIN, SETTLE, filler_tokens
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
@@ -275,7 +275,7 @@ def measure_drafter_costs(
     head_info = None
     if head:
         try:
-            head_info = mtp.find_head(path, assistant=drafter)
+            head_info = heads.find_head(path, assistant=drafter)
         except ValueError as exc:
             raise DrafterCostError(str(exc)) from exc
         if drafter is not None and head_info is None:
@@ -312,7 +312,7 @@ def measure_drafter_costs(
                 say(f"drafter: {head_info.name}")
                 d = mtp.MTPDrafter(rt, head_info, k_init=ks[-1], k_max=ks[-1])
                 head_step, catch_up, with_head = _head(rt, d, ks, repeats)
-                if head_info.kind == mtp.BUILTIN and not getattr(rt, "load_mtp", False):
+                if head_info.kind == heads.BUILTIN and not getattr(rt, "load_mtp", False):
                     notes.append(
                         "The built-in head runs on its own load of the target file (mmap: "
                         "shared pages on a CPU)."

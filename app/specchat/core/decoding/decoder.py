@@ -8,8 +8,9 @@ back to ctx + d1..dm, and the drafter that drafted is told the same length (`Dra
 counted by `GenerationStats.count_verification`).
 
 Which drafters a reply may use follows its mode (`MODE_DRAFTERS`): one in a drafter's own mode,
-every one that is loaded in Auto, where the cost model (pricing/) chooses among them step by
-step. The loop knows drafters only through `drafters.base.Drafter`.
+every one that is loaded in Auto. Which of them drafts a step, and how far, is `draft_step.py`'s
+(the cost model's plan, the reply's risk budget, a copy's earned length). The loop knows
+drafters only through `drafters.base.Drafter`.
 """
 
 from __future__ import annotations
@@ -24,16 +25,10 @@ from specchat.core.decoding.choosing.backend_sampler import ROWS_MAX
 from specchat.core.decoding.choosing.chooser import Chooser, First
 from specchat.core.decoding.choosing.dist import sample
 from specchat.core.decoding.choosing.sampling import Warp
-from specchat.core.decoding.drafters.base import Drafter, DrafterKind, DraftSettings, Proposal
+from specchat.core.decoding.draft_step import DraftStep
+from specchat.core.decoding.drafters.base import Drafter, DrafterKind, Proposal
 from specchat.core.decoding.drafters.ngram import HISTORY
-from specchat.core.decoding.pricing.cost_model import Costly, CostModel
-from specchat.core.decoding.pricing.plan import Why
-from specchat.core.decoding.pricing.risk import (
-    RiskBudget,
-    copy_cap,
-    longest_within,
-    opening_risk,
-)
+from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.text_stream import TextStream
 from specchat.core.types import (
@@ -46,7 +41,6 @@ from specchat.core.types import (
 )
 
 CancelCheck = Callable[[], bool]
-NOTE_EVERY = 8  # Auto: steps between formatting the reason of an unchanged choice
 
 # the drafters each mode may use (Auto: every one loaded)
 MODE_DRAFTERS: dict[Mode, tuple[DrafterKind, ...]] = {
@@ -110,16 +104,9 @@ class Decoder:
         self._flags: list[bool] = []
         self._top2: list[Top2] = []
         self._produced = 0  # tokens the current step produced (an ending token included)
-        self._offer: tuple[Drafter, Proposal] | None = None  # a free drafter's, this step
-        self._why: Why | None = None  # Auto: the last plan's reason
-        self._noted: tuple[DrafterKind | None, int] = (None, -1)  # the drafter noted, since
-        self._rest = 0  # Auto: steps left that look for no draft (Plan.rest)
-        self._won = 0  # the last lookup draft's length, if it was kept whole (else 0)
-        self._within = ROWS_MAX  # Auto: the longest draft this step's risk budget allowed
-        self.risk = RiskBudget(opening_risk(cost.steps))  # what this reply may still lose
+        self.step = DraftStep(mode, params, cost, self.stats, self.ctx)  # who drafts, how far
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
-        self._settings: dict[DrafterKind, DraftSettings] = {}
         self._runtimes: list[ModelRuntime] = []  # the drafters' own llama contexts (clocks)
         self._readers: list[Drafter] = []  # drafters shown every target decode
 
@@ -216,19 +203,16 @@ class Decoder:
                     ROWS_MAX - 1,
                     t.rollback_depth,
                 )
-                drafter, sent, classes = self._draft(limit)
+                drafter, sent, classes = self.step.choose(limit)
                 k = len(sent.tokens)
                 base = len(self.ctx)
                 if drafter is not None and k:
-                    self._verify(drafter, sent, classes)
-                    # (a copy's earned growth is charged as the draft the budget allowed)
-                    charged = self.cost.steps.step_units(drafter.kind, min(k, self._within))
-                    self.risk.step(self._produced, charged)
+                    m = self._verify(drafter, sent, classes)
+                    self.step.verified(drafter, k, m, self._produced)
                 else:
                     self._plain_step()
-                    self.risk.step(1, 1.0)
-                    self._won = 0  # (a copy earns its length only from draft to draft)
-                self._judge_unsent(drafter if k else None, base)
+                    self.step.plain()
+                self.step.judge_unsent(drafter if k else None, base)
                 ev = self._event()
                 wall, llama = time.perf_counter() - step_start, self._llama_at_event - llama_start
                 kind = drafter.kind if drafter is not None and k else None
@@ -253,8 +237,8 @@ class Decoder:
 
     def _closing_note(self) -> None:
         """Auto's last reason, or what a costly drafter's own mode was worth here."""
-        if self._why is not None:
-            self.stats.note = str(self._why)
+        if self.step.why is not None:
+            self.stats.note = str(self.step.why)
         elif self.mode is not Mode.AUTO and self.drafters and self.drafters[0].costly:
             d = self.drafters[0]
             self.stats.note = self.cost.draft_mode_note(d.kind, self.params.k_max)
@@ -287,24 +271,12 @@ class Decoder:
 
     def _prepare_drafters(self) -> None:
         """The draft chains on the drafters' runtimes and each costly drafter's settings."""
-        p = self.params
         drafting = [d.runtime for d in self.drafters if d.runtime is not None]
         idle = [d.runtime for d in self._loaded if d.runtime is not None]
         self.choose.setup(drafting, [rt for rt in idle if rt not in drafting])
         self._runtimes = drafting
         self._readers = [d for d in self.drafters if d.reads_target]
-        for d in self.drafters:
-            if not d.costly:
-                self._settings[d.kind] = DraftSettings(more=self._worth_more)
-                continue
-            n_vocab = d.runtime.n_vocab if d.runtime is not None else self.target.n_vocab
-            warp = Warp(p, n_vocab, slots=p.k_max)
-            self._settings[d.kind] = DraftSettings(warp, self.rng, p.p_min, p.repeat_last_n)
-
-    def _worth_more(self, first: Proposal) -> bool:
-        """Whether lookup should look past its first few tokens: a copy kept whole so far has
-        earned a longer draft, else the pricing says whether some of them would be sent."""
-        return self._won > 0 or self.cost.would_draft(DrafterKind.LOOKUP, first.classes())
+        self.step.prepare(self.mode, self.drafters, self.target.n_vocab, self.rng)
 
     def _prefill_and_first(self) -> None:
         """Decode what the cache lacks of the prompt and choose the first token from it. What
@@ -341,18 +313,6 @@ class Decoder:
         for d in self._readers:
             d.observe_target(tokens, start, outputs)
 
-    def _judge_unsent(self, sent_by: Drafter | None, base: int) -> None:
-        """A free drafter's proposal not verified is judged anyway by the token the step
-        emitted at its first (evidence for free: the estimates learn where they let nothing
-        through)."""
-        offer = self._offer
-        if offer is None or offer[0] is sent_by:
-            return
-        d, prop = offer
-        if prop.tokens and len(self.ctx) > base:
-            right = self.ctx[base] == prop.tokens[0]
-            self.cost.observe_accept(d.kind, [prop.first_class()], 1, int(right))
-
     def _plain_step(self, learn: bool = True) -> None:
         t, before, pick = self.target, self.target.llama_s, self.choose.graph_token
         rows = t.decode([self.ctx[-1]], logits_for="last")
@@ -365,108 +325,10 @@ class Decoder:
         finally:  # a pass that read only the end token is not in the decode phase (_event)
             self.stats.target_steps += bool(self._ids)
 
-    # -- drafting ---------------------------------------------------------------------------
-    def _draft(self, limit: int) -> tuple[Drafter | None, Proposal, list[str]]:
-        """The drafter chosen for this step and its draft (possibly empty), with the
-        acceptance class of each drafted token (for the cost model's calibration)."""
-        none = Proposal()
-        self._offer = None
-        if limit < 1:
-            return None, none, []
-        if self.mode is not Mode.AUTO:
-            return self._own_mode(self.drafters[0], limit)
-        limit = min(limit, self.params.lookup_k_max)
-        if self._rest:  # the last plan found every drafter far from paying
-            self._rest -= 1
-            return None, none, []
-        # no walk past what the reply can risk (risk.py), but a copy kept whole so far is
-        # offered as far as it has earned (_earned)
-        full, limit = limit, max(1, longest_within(self.cost.steps, self.risk.left, limit))
-        self._within = limit
-        lookup: Drafter | None = None
-        prop, classes = none, list[str]()
-        costly: list[Costly] = []
-        for d in self.drafters:
-            if d.costly:
-                max_k = min(limit, self.params.k_max)
-                costly.append(Costly(d.kind, max_k, d.lag(len(self.ctx))))
-            else:  # (one free drafter: lookup)
-                lookup = d
-                prop, classes = self._look(d, full if self._won else limit)
-        plan = self.cost.plan(
-            lookup_classes=classes,
-            lookup_alphas=self.cost.acceptances(DrafterKind.LOOKUP, classes),
-            max_k=limit,
-            costly=costly,
-            max_loss=self.risk.left,
-            produced=self.stats.tokens,
-        )
-        # the reason: formatted on a new choice and every NOTE_EVERY steps (the window polls it)
-        self._why, (last, since) = plan.why, self._noted
-        fresh = plan.drafter != last or since >= NOTE_EVERY or since < 0
-        self._noted = (plan.drafter, 0 if fresh else since + 1)
-        if fresh:
-            self.stats.note = plan.reason
-        self.stats.k_current, self._rest = plan.k, plan.rest
-        if lookup is not None and plan.drafter in (None, lookup.kind):
-            # a copy kept whole so far drafts at least as far as it has earned
-            k = max(plan.k if plan.drafter is not None else 0, self._earned(classes))
-            if k:
-                self.stats.k_current, self._rest = k, 0
-                return lookup, self._sent(prop.cut(k)), classes
-        if plan.drafter is None:
-            return None, none, []
-        chosen = next(d for d in self.drafters if d.kind is plan.drafter)
-        return chosen, self._run_costly(chosen, plan.k), [""]
-
-    def _own_mode(self, d: Drafter, limit: int) -> tuple[Drafter | None, Proposal, list[str]]:
-        """The user's drafter: a costly one drafts as far as it adapts to, a free one as far
-        as the cost model finds worth verifying (and now and then a little further), a fresh
-        guess no further than the reply's risk budget allows."""
-        if d.costly:
-            return d, self._run_costly(d, min(limit, d.k)), [""]
-        prop, classes = self._look(d, min(limit, self.params.lookup_k_max))
-        k = self.cost.chosen_chain(d.kind, self.cost.acceptances(d.kind, classes))
-        if prop.is_guess():  # a fresh guess risks only what the reply has won (risk.py)
-            k = min(k, longest_within(self.cost.steps, self.risk.left, k))
-        k = max(k, self._earned(classes))
-        self.stats.k_current = k
-        return d, self._sent(prop.cut(k)), classes
-
-    def _look(self, d: Drafter, limit: int) -> tuple[Proposal, list[str]]:
-        """A free drafter's offer (kept to be judged even if not sent) and the classes of the
-        part of it worth risking on this copy (risk.copy_cap)."""
-        limit = min(limit, self.params.lookup_k_max)
-        prop = d.propose(self.ctx, limit, self._settings[d.kind])
-        self._offer = (d, prop)
-        if not prop.tokens:
-            return prop, []
-        cap = copy_cap(self.cost.steps.curve, prop.copy_match())
-        return prop, prop.classes()[:cap]
-
-    def _earned(self, classes: list[str]) -> int:
-        """What the copy on offer has earned by the last draft kept whole: GROWTH times that
-        draft (pricing.grown), whatever the risk budget says (it grows by only what each
-        draft gains on a steep curve, and is charged for the growth only as far as it
-        allowed); the same length in Lookup's mode and in Auto."""
-        return self.cost.grown(self._won, len(classes)) if self._won else 0
-
-    def _sent(self, draft: Proposal) -> Proposal:
-        if draft.tokens:
-            self.stats.source = draft.source
-        return draft
-
-    def _run_costly(self, d: Drafter, k: int) -> Proposal:
-        """A costly drafter's k tokens, its drafting time learned (its catch-up apart)."""
-        self.stats.k_current = k
-        t0 = time.perf_counter()
-        draft = d.propose(self.ctx, k, self._settings[d.kind])
-        spent = time.perf_counter() - t0 - d.catch_up_s
-        self.cost.steps.observe_draft(d.kind, max(len(draft.tokens), 1), spent)
-        return self._sent(draft)
-
     # -- verifying --------------------------------------------------------------------------
-    def _verify(self, drafter: Drafter, draft: Proposal, classes: list[str]) -> None:
+    def _verify(self, drafter: Drafter, draft: Proposal, classes: list[str]) -> int:
+        """Verify the draft, emit what the target keeps of it and its own next token; how
+        many drafted tokens were kept."""
         t, st = self.target, self.stats
         tokens = draft.tokens
         k = len(tokens)
@@ -480,8 +342,7 @@ class Decoder:
         st.verify_steps += 1
         m, nxt = self.choose.judge(rows, draft)
         self.cost.observe_accept(drafter.kind, classes, k, m)
-        self._won = k if m == k and not drafter.costly else 0
-        offer = self._offer
+        offer = self.step.offer
         drafter.feedback(offer[1] if offer is not None and offer[0] is drafter else draft, k, m)
         # Emit the accepted drafts and the target's token, then roll the target and the
         # drafter back to ctx + them (a model that cannot cut its cache decodes them again
@@ -501,3 +362,4 @@ class Decoder:
             j = self._produced
             from_history = draft.source == HISTORY
             st.count_verification(k if j > m else j, min(m, j), j, from_history)  # all sent
+        return m

@@ -17,8 +17,9 @@ from specchat.core.decoding.config import ModelLoadError, RuntimeFacts, adjust_c
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.drafters.base import Drafter, DrafterKind
 from specchat.core.decoding.drafters.draft_model import ModelDrafter
+from specchat.core.decoding.drafters.heads import head_for, is_head_file
 from specchat.core.decoding.drafters.history_index import HistoryIndex
-from specchat.core.decoding.drafters.mtp import MTPDrafter, head_for, is_head_file
+from specchat.core.decoding.drafters.mtp import MTPDrafter
 from specchat.core.decoding.drafters.ngram import NgramDrafter
 from specchat.core.decoding.pricing.cost_curve import (
     GREEDY_CHAIN,

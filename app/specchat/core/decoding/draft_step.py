@@ -1,0 +1,206 @@
+"""Which drafter drafts a step, and how far: one reply's choices, step by step.
+
+In a drafter's own mode that drafter proposes; in Auto the cost model (pricing/) weighs lookup's
+offer against every costly drafter loaded. Three rules bound what a step sends on a curve where
+a refused draft costs (risk.py): a copy's draft is at most twice its current match; the reply
+risks only what it has won (Auto's drafts, and Lookup's fresh guesses); and a copy whose last
+draft was kept whole has earned GROWTH times that length, whatever the budget says, charged to
+the budget only as far as the budget allowed.
+
+The decoder (decoder.py) asks `choose` before each step and reports how the step went
+(`verified`, `plain`); it knows nothing of the pricing's reasons.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+
+from specchat.core.decoding.choosing.backend_sampler import ROWS_MAX
+from specchat.core.decoding.choosing.sampling import Warp
+from specchat.core.decoding.drafters.base import Drafter, DrafterKind, DraftSettings, Proposal
+from specchat.core.decoding.pricing.cost_model import Costly, CostModel
+from specchat.core.decoding.pricing.plan import Why
+from specchat.core.decoding.pricing.risk import (
+    RiskBudget,
+    copy_cap,
+    longest_within,
+    opening_risk,
+)
+from specchat.core.types import GenerationParams, GenerationStats, Mode
+
+NOTE_EVERY = 8  # Auto: steps between formatting the reason of an unchanged choice
+Choice = tuple[Drafter | None, Proposal, list[str]]
+
+
+class DraftStep:
+    """One reply's drafting: its drafters (in the order Auto weighs them), the risk budget,
+    what the current copy has earned, and Auto's last reason (`why`)."""
+
+    def __init__(
+        self,
+        mode: Mode,
+        params: GenerationParams,
+        cost: CostModel,
+        stats: GenerationStats,
+        ctx: list[int],
+    ) -> None:
+        self.mode = mode
+        self.params = params
+        self.cost = cost
+        self.stats = stats  # (the reply's live statistics: note, k_current, source)
+        self.ctx = ctx  # the decoder's text, prompt and every emitted token (it only grows)
+        self.drafters: list[Drafter] = []
+        self.settings: dict[DrafterKind, DraftSettings] = {}
+        self.offer: tuple[Drafter, Proposal] | None = None  # a free drafter's, this step
+        self.why: Why | None = None  # Auto: the last plan's reason
+        self._noted: tuple[DrafterKind | None, int] = (None, -1)  # the drafter noted, since
+        self._rest = 0  # Auto: steps left that look for no draft (Plan.rest)
+        self._won = 0  # the last lookup draft's length, if it was kept whole (else 0)
+        self._within = ROWS_MAX  # Auto: the longest draft this step's risk budget allowed
+        self.risk = RiskBudget(opening_risk(cost.steps))  # what this reply may still lose
+
+    def prepare(
+        self, mode: Mode, drafters: Sequence[Drafter], n_vocab: int, rng: random.Random
+    ) -> None:
+        """The reply's mode and drafters, as the decoder settled them, and each drafter's
+        settings (`n_vocab`: the target's, for a costly drafter without a runtime)."""
+        p = self.params
+        self.mode, self.drafters = mode, list(drafters)
+        for d in self.drafters:
+            if not d.costly:
+                self.settings[d.kind] = DraftSettings(more=self._worth_more)
+                continue
+            vocab = d.runtime.n_vocab if d.runtime is not None else n_vocab
+            warp = Warp(p, vocab, slots=p.k_max)
+            self.settings[d.kind] = DraftSettings(warp, rng, p.p_min, p.repeat_last_n)
+
+    def _worth_more(self, first: Proposal) -> bool:
+        """Whether lookup should look past its first few tokens: a copy kept whole so far has
+        earned a longer draft, else the pricing says whether some of them would be sent."""
+        return self._won > 0 or self.cost.would_draft(DrafterKind.LOOKUP, first.classes())
+
+    # -- how a step went ----------------------------------------------------------------------
+    def verified(self, drafter: Drafter, k: int, accepted: int, produced: int) -> None:
+        """A verification of k drafted tokens kept `accepted` and produced `produced` tokens."""
+        self._won = k if accepted == k and not drafter.costly else 0
+        # (a copy's earned growth is charged as the draft the budget allowed)
+        self.risk.step(produced, self.cost.steps.step_units(drafter.kind, min(k, self._within)))
+
+    def plain(self) -> None:
+        """A plain step: one token at one decode's cost; a copy earns its length only from
+        draft to draft."""
+        self.risk.step(1, 1.0)
+        self._won = 0
+
+    def judge_unsent(self, sent_by: Drafter | None, base: int) -> None:
+        """A free drafter's proposal not verified is judged anyway by the token the step
+        emitted at its first (evidence for free: the estimates learn where they let nothing
+        through)."""
+        offer = self.offer
+        if offer is None or offer[0] is sent_by:
+            return
+        d, prop = offer
+        if prop.tokens and len(self.ctx) > base:
+            right = self.ctx[base] == prop.tokens[0]
+            self.cost.observe_accept(d.kind, [prop.first_class()], 1, int(right))
+
+    # -- choosing -----------------------------------------------------------------------------
+    def choose(self, limit: int) -> Choice:
+        """The drafter chosen for this step and its draft (possibly empty), with the
+        acceptance class of each drafted token (for the cost model's calibration)."""
+        none = Proposal()
+        self.offer = None
+        if limit < 1 or not self.drafters:
+            return None, none, []
+        if self.mode is not Mode.AUTO:
+            return self._own_mode(self.drafters[0], limit)
+        limit = min(limit, self.params.lookup_k_max)
+        if self._rest:  # the last plan found every drafter far from paying
+            self._rest -= 1
+            return None, none, []
+        # no walk past what the reply can risk (risk.py), but a copy kept whole so far is
+        # offered as far as it has earned (_earned)
+        full, limit = limit, max(1, longest_within(self.cost.steps, self.risk.left, limit))
+        self._within = limit
+        lookup: Drafter | None = None
+        prop, classes = none, list[str]()
+        costly: list[Costly] = []
+        for d in self.drafters:
+            if d.costly:
+                max_k = min(limit, self.params.k_max)
+                costly.append(Costly(d.kind, max_k, d.lag(len(self.ctx))))
+            else:  # (one free drafter: lookup)
+                lookup = d
+                prop, classes = self._look(d, full if self._won else limit)
+        plan = self.cost.plan(
+            lookup_classes=classes,
+            lookup_alphas=self.cost.acceptances(DrafterKind.LOOKUP, classes),
+            max_k=limit,
+            costly=costly,
+            max_loss=self.risk.left,
+            produced=self.stats.tokens,
+        )
+        # the reason: formatted on a new choice and every NOTE_EVERY steps (the window polls it)
+        self.why, (last, since) = plan.why, self._noted
+        fresh = plan.drafter != last or since >= NOTE_EVERY or since < 0
+        self._noted = (plan.drafter, 0 if fresh else since + 1)
+        if fresh:
+            self.stats.note = plan.reason
+        self.stats.k_current, self._rest = plan.k, plan.rest
+        if lookup is not None and plan.drafter in (None, lookup.kind):
+            # a copy kept whole so far drafts at least as far as it has earned
+            k = max(plan.k if plan.drafter is not None else 0, self._earned(classes))
+            if k:
+                self.stats.k_current, self._rest = k, 0
+                return lookup, self._sent(prop.cut(k)), classes
+        if plan.drafter is None:
+            return None, none, []
+        chosen = next(d for d in self.drafters if d.kind is plan.drafter)
+        return chosen, self._run_costly(chosen, plan.k), [""]
+
+    def _own_mode(self, d: Drafter, limit: int) -> Choice:
+        """The user's drafter: a costly one drafts as far as it adapts to, a free one as far
+        as the cost model finds worth verifying (and now and then a little further), a fresh
+        guess no further than the reply's risk budget allows."""
+        if d.costly:
+            return d, self._run_costly(d, min(limit, d.k)), [""]
+        prop, classes = self._look(d, min(limit, self.params.lookup_k_max))
+        k = self.cost.chosen_chain(d.kind, self.cost.acceptances(d.kind, classes))
+        if prop.is_guess():  # a fresh guess risks only what the reply has won (risk.py)
+            k = min(k, longest_within(self.cost.steps, self.risk.left, k))
+        k = max(k, self._earned(classes))
+        self.stats.k_current = k
+        return d, self._sent(prop.cut(k)), classes
+
+    def _look(self, d: Drafter, limit: int) -> tuple[Proposal, list[str]]:
+        """A free drafter's offer (kept to be judged even if not sent) and the classes of the
+        part of it worth risking on this copy (risk.copy_cap)."""
+        limit = min(limit, self.params.lookup_k_max)
+        prop = d.propose(self.ctx, limit, self.settings[d.kind])
+        self.offer = (d, prop)
+        if not prop.tokens:
+            return prop, []
+        cap = copy_cap(self.cost.steps.curve, prop.copy_match())
+        return prop, prop.classes()[:cap]
+
+    def _earned(self, classes: list[str]) -> int:
+        """What the copy on offer has earned by the last draft kept whole: GROWTH times that
+        draft (pricing.grown), whatever the risk budget says (it grows by only what each
+        draft gains on a steep curve); the same length in Lookup's mode and in Auto."""
+        return self.cost.grown(self._won, len(classes)) if self._won else 0
+
+    def _sent(self, draft: Proposal) -> Proposal:
+        if draft.tokens:
+            self.stats.source = draft.source
+        return draft
+
+    def _run_costly(self, d: Drafter, k: int) -> Proposal:
+        """A costly drafter's k tokens, its drafting time learned (its catch-up apart)."""
+        self.stats.k_current = k
+        t0 = time.perf_counter()
+        draft = d.propose(self.ctx, k, self.settings[d.kind])
+        spent = time.perf_counter() - t0 - d.catch_up_s
+        self.cost.steps.observe_draft(d.kind, max(len(draft.tokens), 1), spent)
+        return self._sent(draft)
