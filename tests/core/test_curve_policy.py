@@ -18,14 +18,12 @@ from specchat.core.decoding.runtime import RuntimeConfig
 from specchat.core.engines.curve_policy import (
     MEASURE_NS,
     MEASURING,
-    STORE_FILE,
     UNMEASURED_NOTE,
     CurvePolicy,
-    CurveStore,
     Measurement,
-    curve_key,
     step_sizes,
 )
+from specchat.core.engines.curve_store import STORE_FILE, CurveStore, curve_key
 from specchat.core.engines.local import Engine
 from specchat.core.types import GenerationParams, GenerationStats, Mode
 

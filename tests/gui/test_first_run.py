@@ -102,7 +102,8 @@ def test_chat_at_once_while_the_cost_curve_is_measured(
     policy's pace hook holds the real measurement after its warm-up and two timed steps, so the
     test sees it in progress however fast the machine is; let go, it finishes, is used and is
     kept in the data directory."""
-    from specchat.core.engines.curve_policy import MEASURING, STORE_FILE, UNMEASURED_NOTE
+    from specchat.core.engines.curve_policy import MEASURING, UNMEASURED_NOTE
+    from specchat.core.engines.curve_store import STORE_FILE
 
     target = draft = model_paths[1]  # the 0.5B pair: what it measures, not the model, counts
     assert not (data_dir / STORE_FILE).exists()  # a new user: nothing measured yet
