@@ -15,7 +15,8 @@ from specchat.core.decoding.choosing.sampling import Warp
 from specchat.core.decoding.decoder import Decoder
 from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings
 from specchat.core.decoding.drafters.draft_model import ModelDrafter
-from specchat.core.decoding.drafters.ngram import OPENING, NgramDrafter
+from specchat.core.decoding.drafters.lookup_proposal import OPENING
+from specchat.core.decoding.drafters.ngram import NgramDrafter
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.reply import Reply

@@ -8,7 +8,8 @@ import numpy as np
 
 from specchat.core.decoding.drafters.base import DrafterKind
 from specchat.core.decoding.drafters.history_index import HistoryIndex
-from specchat.core.decoding.drafters.ngram import CONVERSATION, FIRST_LOOK, HISTORY, NgramDrafter
+from specchat.core.decoding.drafters.lookup_proposal import CONVERSATION, HISTORY
+from specchat.core.decoding.drafters.ngram import FIRST_LOOK, NgramDrafter
 from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.decoding.pricing.cost_model import CostModel
 

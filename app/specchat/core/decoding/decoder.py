@@ -27,7 +27,7 @@ from specchat.core.decoding.choosing.dist import sample
 from specchat.core.decoding.choosing.sampling import Warp
 from specchat.core.decoding.draft_step import DraftStep
 from specchat.core.decoding.drafters.base import Drafter, DrafterKind, Proposal
-from specchat.core.decoding.drafters.ngram import HISTORY
+from specchat.core.decoding.drafters.lookup_proposal import HISTORY
 from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.text_stream import TextStream
@@ -104,7 +104,7 @@ class Decoder:
         self._flags: list[bool] = []
         self._top2: list[Top2] = []
         self._produced = 0  # tokens the current step produced (an ending token included)
-        self.step = DraftStep(mode, params, cost, self.stats, self.ctx)  # who drafts, how far
+        self.step = DraftStep(params, cost, self.stats, self.ctx)  # who drafts, and how far
         self.choose = Chooser(target, params, self.warp, self.rng, self._hist)
         self._no_rows = np.zeros((0, target.n_vocab), dtype=np.float32)
         self._runtimes: list[ModelRuntime] = []  # the drafters' own llama contexts (clocks)

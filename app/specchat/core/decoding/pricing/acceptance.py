@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 
 from specchat.core.decoding.drafters.base import DrafterKind
-from specchat.core.decoding.drafters.ngram import OPENING
+from specchat.core.decoding.drafters.lookup_proposal import OPENING
 from specchat.core.decoding.pricing.tuning import ACCEPT_KEEP, ACCEPT_WEIGHT, COSTLY_PRIOR
 
 # An n-gram token's prior: how often the lookup's next token was the target's own, by the match
@@ -51,7 +51,7 @@ def expected_tokens(alpha: float, k: int) -> float:
 
 def prior(drafter: str, cls: str) -> float:
     """The acceptance estimate before any evidence: a costly drafter's (one class), or an
-    n-gram class's (`[o-][h-]length/band`, ngram.confidence_class)."""
+    n-gram class's (`[o-][h-]length/band`, lookup_proposal.confidence_class)."""
     if drafter != DrafterKind.LOOKUP:
         return COSTLY_PRIOR.get(drafter, 0.5)
     length, _, band = cls.rpartition("/")
