@@ -273,6 +273,30 @@ def _hybrid(arch: str) -> tuple[bool, bool]:
     return arch in HYBRID_ARCHS, arch in ROLLBACK_ARCHS
 
 
+def _drafter_row(own: DrafterKind, info: GGUFInfo | None, shown: str, for_target: str) -> Support:
+    """The label of a drafter file's own row (an MTP head, an assistant, an EAGLE-3/DFlash
+    file): what it drafts for, and who runs it."""
+    whose = f" of {for_target}" if for_target else ""
+    if own is DrafterKind.MTP:
+        arch = (info.architecture if info is not None else "") or "its target's"
+        return Support(
+            f"MTP head{whose}" if for_target else "MTP head file",
+            f"{shown} is an MTP head (sidecar) for {arch} targets: not a model on its own; "
+            "it drafts for its target when chosen as the draft",
+        )
+    if own is DrafterKind.ASSISTANT:
+        return Support(
+            f"assistant{whose}" if for_target else "assistant file",
+            f"{shown} is a Gemma 4 assistant: not a model on its own; it drafts for its "
+            "gemma4 target when chosen as the draft",
+        )
+    return Support(
+        own.label,
+        f"{shown} is {_DRAFTER_ARCHS[own.value][0]}: SpecChat does not run it; llama-server "
+        f"does (--spec-type {_DRAFTER_ARCHS[own.value][1]}), connected as a remote engine",
+    )
+
+
 def speculation_support(
     info: GGUFInfo | None,
     *,
@@ -295,25 +319,7 @@ def speculation_support(
     shown = name or (info.name if info is not None else "this model")
     own = drafter_kind(info) if info is not None else drafter_kind_from_name(shown)
     if own is not None:
-        whose = f" of {for_target}" if for_target else ""
-        if own is DrafterKind.MTP:
-            arch = (info.architecture if info is not None else "") or "its target's"
-            return Support(
-                f"MTP head{whose}" if for_target else "MTP head file",
-                f"{shown} is an MTP head (sidecar) for {arch} targets: not a model on its own; "
-                "it drafts for its target when chosen as the draft",
-            )
-        if own is DrafterKind.ASSISTANT:
-            return Support(
-                f"assistant{whose}" if for_target else "assistant file",
-                f"{shown} is a Gemma 4 assistant: not a model on its own; it drafts for its "
-                "gemma4 target when chosen as the draft",
-            )
-        return Support(
-            own.label,
-            f"{shown} is {_DRAFTER_ARCHS[own.value][0]}: SpecChat does not run it; llama-server "
-            f"does (--spec-type {_DRAFTER_ARCHS[own.value][1]}), connected as a remote engine",
-        )
+        return _drafter_row(own, info, shown, for_target)
     arch = ((info.architecture if info is not None else None) or architecture).lower()
     hybrid, rollback = _hybrid(arch)
     if arch in RECURRENT_ARCHS:
