@@ -39,14 +39,9 @@ class DraftStep:
     what the current copy has earned, and Auto's last reason (`why`)."""
 
     def __init__(
-        self,
-        mode: Mode,
-        params: GenerationParams,
-        cost: CostModel,
-        stats: GenerationStats,
-        ctx: list[int],
+        self, params: GenerationParams, cost: CostModel, stats: GenerationStats, ctx: list[int]
     ) -> None:
-        self.mode = mode
+        self.mode = Mode.OFF  # (and no drafters) until `prepare`
         self.params = params
         self.cost = cost
         self.stats = stats  # (the reply's live statistics: note, k_current, source)
