@@ -19,6 +19,7 @@ from specchat.core.decoding.drafters.lookup_proposal import OPENING
 from specchat.core.decoding.drafters.ngram import NgramDrafter
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.decoding.pricing.cost_model import CostModel
+from specchat.core.decoding.pricing.tuning import GROWTH
 from specchat.core.reply import Reply
 from specchat.core.types import FinishReason, GenerationParams, Mode
 
@@ -237,8 +238,8 @@ def test_auto_risks_only_what_the_reply_has_won() -> None:
     a draft kept whole drafts only what a refusal at its first token could lose within the
     reply's budget (risk.RiskBudget: START decodes, SHARE of every token, and what the reply
     has won so far), recomputed here step by step from the decodes the stand-in saw: the
-    first draft is at most 2 tokens; a copy kept whole grows past the budget (twice as long,
-    tuning.GROWTH) and is charged only what the budget allowed, so the budget is never
+    first draft is at most 2 tokens; a copy kept whole grows past the budget (GROWTH times as long,
+    tuning.GROWTH times) and is charged only what the budget allowed, so the budget is never
     overdrawn. Fails if the decoder does not pass or keep the budget (its first draft would
     send the 40 tokens a 20-token match may copy)."""
     from specchat.core.decoding.pricing.cost_curve import CostCurve
@@ -556,11 +557,12 @@ def drafts_on_a_quote(mode: Mode) -> tuple[list[int], list[int], CostModel]:
 
 
 @pytest.mark.parametrize("mode", [Mode.LOOKUP, Mode.AUTO])
-def test_a_copy_kept_whole_doubles_its_next_draft(mode: Mode) -> None:
+def test_a_copy_kept_whole_grows_its_next_draft_geometrically(mode: Mode) -> None:
     """A reply that quotes the prompt word for word, on a 2-core CPU's cost curve with the
     acceptance estimates at their priors: after each draft kept whole the next is at least
-    twice as long (tuning.GROWTH: 2), up to what pays best on the curve with every token kept
-    within the room the reply has left; in Auto too, whose risk budget bounds only the
+    GROWTH times as long (tuning.GROWTH: 4), up to twice the copy's match (risk.copy_cap) and
+    what pays best on the curve with every token kept within the room the reply has left; in
+    Auto too, whose risk budget bounds only the
     first, unproven draft. Fails if drafts grow only with the match (priced at the priors,
     this curve keeps a copy of 8-16 matched tokens at 2-5 tokens a draft), or if Auto's
     budget, which grows by only what each draft gains on a steep curve, cuts a copy kept
@@ -569,11 +571,12 @@ def test_a_copy_kept_whole_doubles_its_next_draft(mode: Mode) -> None:
     best = cm.steps.best_chain(LOOKUP, [1.0] * 64)[0]
     assert len(drafts) >= 3 and max(drafts) >= min(best, 16), drafts
     # every draft after one kept whole (here: all of them) is at least GROWTH times as long,
-    # unless it is at the best length within the reply's end (on this curve 4 tokens beat 5
-    # and 6)
+    # unless twice the match (the quote so far: 100 - room - 1 tokens) or the best length
+    # within the reply's end is shorter (on this curve 4 tokens beat 5 and 6)
     for j in range(1, len(drafts)):
         within = cm.steps.best_chain(LOOKUP, [1.0] * min(64, room[j]))[0]
-        assert drafts[j] >= min(2 * drafts[j - 1], within), (drafts, room)
+        match = 100 - room[j] - 1
+        assert drafts[j] >= min(GROWTH * drafts[j - 1], 2 * match, within), (drafts, room)
 
 
 def test_lookup_risks_on_fresh_guesses_only_what_the_reply_has_won() -> None:

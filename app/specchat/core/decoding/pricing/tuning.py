@@ -17,7 +17,7 @@ OPENING_TOKENS = 24
 NO_SHORT_PAYS_LOOK = 64  # would_draft: how far a curve dear at every short length looks
 UNTRIED_DRAFTS = 3  # a costly drafter with fewer drafts is priced hopefully (one doubt up)
 MEASURE_K = 2  # the draft length an untried costly drafter is measured with
-GROWTH = 2  # a lookup draft kept whole lets the next on the same copy be this many times longer
+GROWTH = 4  # a lookup draft kept whole lets the next on the same copy be this many times longer
 
 # -- timing (step_costs) ----------------------------------------------------------------------
 T1_KEEP = 0.8  # decay of the one-token decode time
