@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +54,7 @@ from specchat.core.decoding.pricing.cost_curve import (
     CostCurveError,
     curve_from_pairs,
     filler_tokens,
+    timed_decode,
 )
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.engines.curve_store import CurveStore, curve_key
@@ -200,10 +200,10 @@ class Measurement:
         with CpuMeter(counters=self._counters) as meter:
             for _ in range(SETTLE):
                 rt.decode(tok[:1], logits_for="last")
-            one = _timed(rt, tok[1:2], "last")
+            one = timed_decode(rt, tok[1:2], "last")
             self._ones.append(one)
             if n > 1:
-                self._pairs[n].append((one, _timed(rt, tok[2 : 2 + n], "all")))
+                self._pairs[n].append((one, timed_decode(rt, tok[2 : 2 + n], "all")))
         if meter.use is not None:
             self._wall_s += meter.use.wall_s
             self._others_s += meter.use.others_s
@@ -215,13 +215,6 @@ class Measurement:
         while curve is None:
             curve = self.step(rt)
         return curve
-
-
-def _timed(rt: ModelRuntime, tokens: Sequence[int], logits_for: str) -> float:
-    before, t0 = rt.llama_s, time.perf_counter()
-    rt.decode(tokens, logits_for=logits_for)
-    spent = rt.llama_s - before
-    return spent if spent > 0 else time.perf_counter() - t0
 
 
 # -- the policy -------------------------------------------------------------------------------

@@ -177,6 +177,14 @@ def filler_tokens(rt: ModelRuntime) -> list[int]:
     return (tokens * (_FILLER // len(tokens) + 1))[:_FILLER]
 
 
+def timed_decode(rt: ModelRuntime, tokens: Sequence[int], logits_for: str) -> float:
+    """Seconds `rt` spent in llama_decode for these tokens (the wall clock where it counts none)."""
+    before, t0 = rt.llama_s, time.perf_counter()
+    rt.decode(tokens, logits_for=logits_for)
+    spent = rt.llama_s - before
+    return spent if spent > 0 else time.perf_counter() - t0
+
+
 def measure_cost_curve(
     rt: ModelRuntime,
     ns: Sequence[int] | None = None,
@@ -211,12 +219,6 @@ def measure_cost_curve(
     base = max(n0, min(_FILLER, rt.n_ctx - ns[-1] - 2))
     tok = filler_tokens(rt)
 
-    def timed(tokens: Sequence[int], logits_for: str) -> float:
-        before, t0 = rt.llama_s, time.perf_counter()
-        rt.decode(tokens, logits_for=logits_for)
-        spent = rt.llama_s - before
-        return spent if spent > 0 else time.perf_counter() - t0
-
     with _borrowed(rt, sampler):
         if n0 < base:  # what the cache holds stays; filler after it, cut off at the end
             rt.decode(tok[: base - n0], logits_for="none")
@@ -231,10 +233,10 @@ def measure_cost_curve(
                         continue
                     for _ in range(SETTLE):  # back to the one-token shape, settled
                         rt.decode(tok[:1], logits_for="last")
-                    one = timed(tok[1:2], "last")
+                    one = timed_decode(rt, tok[1:2], "last")
                     ones.append(one)
                     if n > 1:
-                        pairs[n].append((one, timed(tok[2 : 2 + n], rows)))
+                        pairs[n].append((one, timed_decode(rt, tok[2 : 2 + n], rows)))
                     rt.truncate(base)
     share = meter.use.others_share if meter.use is not None else None
     return curve_from_pairs(ones, pairs, share)
