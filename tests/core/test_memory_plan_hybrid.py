@@ -33,7 +33,8 @@ from tinymodel import (
 from tinymodel_gemma4 import write_gemma4_pair
 
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
-from specchat.core.doctor import SystemFacts, advice, render, rows, target_facts
+from specchat.core.doctor import SystemFacts, advice, render, rows
+from specchat.core.doctor_target import target_facts
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
 from specchat.core.gguf.recurrent import HYBRID_ROLLBACK_TOKENS, state_bytes
 from specchat.core.machine.backend_choice import BuildFacts

@@ -2,9 +2,8 @@
 
 `gather()` collects the facts (Python, llama-cpp-python and llama.cpp versions, compiled backends,
 devices with the memory llama.cpp reports, GPU offload, the GPU the set-up would build for, the
-model store, free disk, Qt's system libraries, and what the selected target is: a hybrid model's
-recurrent state, whether llama.cpp can roll it back, and what its rollback snapshots cost, read
-from the GGUF header alone); `advice()` turns them into what to do, as a pure function;
+model store, free disk, Qt's system libraries, and what the selected target is: its facts and
+rows are `doctor_target.py`'s); `advice()` turns them into what to do, as a pure function;
 `render()` makes the text both front ends show. No Qt.
 """
 
@@ -20,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specchat import __version__
-from specchat.core.gguf.header import GGUFError, read_gguf_info
-from specchat.core.gguf.recurrent import recurrent_flags
+from specchat.core.doctor_target import TargetFacts, target_facts, target_rows
 from specchat.core.machine.amx import REBUILD_HINT as AMX_REBUILD
 from specchat.core.machine.amx import amx_in_build
 from specchat.core.machine.backend_choice import (
@@ -40,13 +38,12 @@ from specchat.core.machine.desktop_libs import (
     missing_xcb_libs,
     read_os_release,
 )
-from specchat.core.placement.memory_plan import ModelFootprint
 from specchat.core.state.settings import Settings, load_settings
 from specchat.core.store.local_models import default_pair_installed, default_pair_paths
 from specchat.core.store.store import ModelStore
 from specchat.core.units import format_bytes
 
-__all__ = ["SystemFacts", "TargetFacts", "advice", "gather", "render", "target_facts"]
+__all__ = ["SystemFacts", "advice", "gather", "render"]
 
 LOW_DISK = 2 * 10**9  # below this much free space in the store, say so
 FALLBACK_PIN = "0.3.36"
@@ -56,30 +53,6 @@ _VK_KINDS = {
     "INTEGRATED_GPU": "integrated GPU",
     "VIRTUAL_GPU": "virtual GPU",
 }
-
-
-@dataclass(frozen=True)
-class TargetFacts:
-    """The selected target, from its GGUF header: is it hybrid, can its state be rolled back,
-    and what its rollback snapshots cost (the memory plan's figures)."""
-
-    path: str
-    architecture: str = ""
-    hybrid: bool = False
-    recurrent_layers: int | None = None  # of `layers` (trunk layers; None: not known here)
-    layers: int | None = None
-    rollback: bool = True  # the architecture is in llama.cpp's list (a transformer: True)
-    build_rollback: bool = True  # this llama-cpp-python has n_rs_seq at all
-    snapshots: int = 0  # what a target context asks llama.cpp for
-    state_bytes: int | None = 0  # one recurrent state (None: size not known here)
-    snapshot_bytes: int = 0
-    on_gpu: bool = False  # where the state goes: with the layers (the settings' GPU layers)
-    mtp_head: int = 0  # built-in NextN layers: an MTP head loads with the target
-    error: str | None = None  # the header could not be read
-
-    @property
-    def name(self) -> str:
-        return Path(self.path).name
 
 
 @dataclass(frozen=True)
@@ -225,16 +198,6 @@ def _pyside6() -> str | None:
     return None
 
 
-def _build_has_rollback() -> bool:
-    """Whether the llama-cpp-python here passes rollback snapshots to llama.cpp at all."""
-    try:
-        import llama_cpp
-    except Exception:
-        return False
-    fields = {name for name, *_ in getattr(llama_cpp.llama_context_params, "_fields_", ())}
-    return "n_rs_seq" in fields and hasattr(llama_cpp, "llama_n_rs_seq")
-
-
 def _selected_target(settings: Settings, store: ModelStore) -> Path | None:
     """The target the window loads: the settings' last one, else the default pair's."""
     if settings.target_path:
@@ -244,34 +207,6 @@ def _selected_target(settings: Settings, store: ModelStore) -> Path | None:
     except (OSError, ValueError, KeyError):
         return None
     return path if path.is_file() else None
-
-
-def target_facts(
-    path: str | Path, *, gpu: bool = False, build_rollback: bool | None = None
-) -> TargetFacts:
-    """What doctor says about a target, from its header (a read of its first megabytes).
-    ``gpu``: its layers go to a GPU (and its recurrent state with them)."""
-    build = _build_has_rollback() if build_rollback is None else build_rollback
-    try:
-        info = read_gguf_info(path)
-    except (GGUFError, OSError) as exc:
-        return TargetFacts(str(path), error=str(exc))
-    fp = ModelFootprint.from_info(info)
-    flags = recurrent_flags(info)
-    return TargetFacts(
-        str(path),
-        info.architecture or "?",
-        fp.hybrid,
-        sum(flags) if flags is not None else None,
-        len(flags) if flags is not None else info.n_layers,
-        fp.rollback,
-        build,
-        fp.snapshots if build else 0,
-        fp.state_bytes,
-        fp.snapshot_bytes if build else 0,
-        gpu,
-        fp.head_layers,
-    )
 
 
 def gather() -> SystemFacts:
@@ -375,59 +310,13 @@ def rows(f: SystemFacts) -> list[tuple[str, str]]:
     out.append(("Model store", store))
     out.append(("Free disk", _mem(f.disk_free, f.disk_total) if f.disk_total else "unknown"))
     if f.target is not None:
-        out.extend(_target_rows(f.target))
+        out.extend(target_rows(f.target))
     qt = f"PySide6 {f.pyside6 or 'not installed'}"
     if f.linux:
         qt += "; xcb libraries: " + (
             "all present" if not f.missing_libs else "missing " + ", ".join(f.missing_libs)
         )
     out.append(("Qt", qt))
-    return out
-
-
-def _target_rows(t: TargetFacts) -> list[tuple[str, str]]:
-    if t.error is not None:
-        return [("Target", f"{t.path}: cannot read its header: {t.error}")]
-    if not t.hybrid:
-        kind = f"{t.architecture}, a transformer: rejected draft tokens are cut from its KV cache"
-        out = [("Target", f"{t.name} ({kind})")]
-    else:
-        layers = (
-            f"{t.recurrent_layers} of {t.layers} layers recurrent"
-            if t.recurrent_layers is not None
-            else "recurrent layers"
-        )
-        out = [("Target", f"{t.name} ({t.architecture}, hybrid: {layers})")]
-        if not t.rollback:
-            text = (
-                f"no: llama.cpp cannot roll back {t.architecture}'s recurrent state, "
-                "so SpecChat does not speculate on this target"
-            )
-        elif not t.build_rollback:
-            text = "no: this llama-cpp-python has no rollback snapshots (n_rs_seq)"
-        else:
-            where = "on the GPU, with its layers" if t.on_gpu else "in RAM"
-            if t.state_bytes:
-                size = (
-                    f"{format_bytes(t.state_bytes)} each, {format_bytes(t.snapshot_bytes)} "
-                    f"in all, {where}"
-                )
-            else:
-                size = f"of a state whose size SpecChat does not know, {where}"
-            text = (
-                f"yes: {t.snapshots} snapshots of its recurrent state ({size}); "
-                f"drafts of up to {t.snapshots} tokens"
-            )
-        out.append(("Hybrid rollback", text))
-    if t.mtp_head:
-        out.append(
-            (
-                "MTP head",
-                f"built in ({t.mtp_head} NextN layer{'s' if t.mtp_head != 1 else ''}): "
-                "loaded as a second copy of the target with its own KV cache "
-                "(on a GPU its layers take memory again)",
-            )
-        )
     return out
 
 
