@@ -355,6 +355,25 @@ def plan_memory(
         head = on_gpu + int(own * (1 - share))
         vram += on_gpu
         ram += int(own * (1 - share))
+    warnings, notes = _what_will_not_fit(target, draft, ram, vram, machine)
+    t_w, t_kv, t_rs = costs["target"]
+    d_w, d_kv, d_rs = costs.get("draft", (0, 0, 0))
+    overhead = COMPUTE_OVERHEAD * len(costs)
+    return MemoryPlan(
+        n_ctx, t_w, d_w, t_kv, d_kv, overhead, ram, vram, machine, tuple(warnings),
+        t_rs, target.snapshots, target.snapshot_bytes, d_rs, head, tuple(notes),
+    )  # fmt: skip
+
+
+def _what_will_not_fit(
+    target: ModelFootprint,
+    draft: ModelFootprint | None,
+    ram: int,
+    vram: int,
+    machine: MachineMemory,
+) -> tuple[list[str], list[str]]:
+    """What a plan needing `ram` and `vram` bytes must say: the warnings (what will not fit, an
+    estimate known to be low) and the notes (a recurrent state SpecChat cannot size)."""
     warnings: list[str] = []
     notes: list[str] = []
     if ram > machine.ram_available:
@@ -382,13 +401,7 @@ def plan_memory(
                 f"The {role}'s recurrent-state size is unknown (an architecture SpecChat "
                 "cannot size); the estimate is low."
             )
-    t_w, t_kv, t_rs = costs["target"]
-    d_w, d_kv, d_rs = costs.get("draft", (0, 0, 0))
-    overhead = COMPUTE_OVERHEAD * len(costs)
-    return MemoryPlan(
-        n_ctx, t_w, d_w, t_kv, d_kv, overhead, ram, vram, machine, tuple(warnings),
-        t_rs, target.snapshots, target.snapshot_bytes, d_rs, head, tuple(notes),
-    )  # fmt: skip
+    return warnings, notes
 
 
 def _gpu_share(layers: int, n_layers: int | None) -> float:
