@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from specchat.core.decoding.drafters.base import Proposal
+from specchat.core.decoding.drafters.copy_edits import Edit
 
 Key = tuple[int, ...]
 
@@ -31,6 +32,9 @@ class LookupProposal(Proposal):
     source: str = CONVERSATION  # CONVERSATION or HISTORY
     at: int = -1  # HISTORY: where the first token lies in the history index
     opening: bool = True  # the text did not just follow the last proposal: a fresh guess
+    start: int = -1  # CONVERSATION: the text's length the draft continues
+    origin: list[int] = field(default_factory=list)  # where a copied token lies in the text
+    edited: dict[int, Edit] = field(default_factory=dict)  # token index -> the edit drafted
 
     def classes(self) -> list[str]:
         if not self.tokens:
@@ -50,11 +54,16 @@ class LookupProposal(Proposal):
         cls = confidence_class(self.confidence[0], self.context[0], history=self.source == HISTORY)
         return OPENING + cls if self.is_guess() else cls  # a copy is evidence by itself
 
-    def add(self, token: int, confidence: float, match: int, key: Key = ()) -> None:
+    def add(
+        self, token: int, confidence: float, match: int, key: Key = (), origin: int = -1
+    ) -> None:
+        """A drafted token; `origin`: where in the text the copy it continues read it (-1:
+        none, or an edit's token)."""
         self.tokens.append(token)
         self.confidence.append(confidence)
         self.context.append(match)
         self.keys.append(key)
+        self.origin.append(origin)
 
 
 def length_class(match: int) -> str:

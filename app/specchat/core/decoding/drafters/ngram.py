@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings, Proposal
+from specchat.core.decoding.drafters.copy_edits import CopyEdits, Edit
 from specchat.core.decoding.drafters.history_index import GRAM, HistoryIndex
 from specchat.core.decoding.drafters.lookup_proposal import (
     HISTORY,
@@ -73,10 +74,12 @@ class NgramDrafter:
         self._followed = False  # the text's newest tokens were the last proposal's
         # the longest context found at the text's end when it was this long (_best's bound)
         self._longest: tuple[int, int] | None = None  # (context length, text length)
+        self.edits = CopyEdits()  # what this reply changes in the text it copies
 
     def clear(self) -> None:
         self._tokens, self._next, self._refuted, self._anchor = [], {}, {}, None
         self._said, self._followed, self._longest = None, False, None
+        self.edits.clear()
 
     def reset(self, *, min_match: int, max_ngram: int, k_max: int) -> None:
         """New settings; the index is rebuilt only if the n-gram sizes changed."""
@@ -97,6 +100,7 @@ class NgramDrafter:
         self._said = None
         self.extend(context[n:])
         self._anchor = None
+        self.edits.clear()  # (a new reply: its edits are its own)
 
     def extend(self, tokens: Sequence[int]) -> None:
         """The text grew by `tokens` (a step's output: what the last proposal is judged by)."""
@@ -182,15 +186,22 @@ class NgramDrafter:
 
     def _match_length(self, pos: int, n: int) -> int:
         """How many tokens before `pos` match the end of the text (at least `n`, the context
-        that was found there; at most MATCH_CAP)."""
+        that was found there; at most MATCH_CAP), through the edits the reply has made to the
+        text it copies (copy_edits.py)."""
         toks = self._tokens
         end = len(toks)
         if not 0 < pos < end or tuple(toks[pos - n : pos]) != tuple(toks[end - n :]):
             return n
-        m = n
-        while m < MATCH_CAP and pos - m - 1 >= 0 and toks[pos - m - 1] == toks[end - m - 1]:
-            m += 1
-        return m
+        m, src, txt = n, pos - n, end - n
+        while m < MATCH_CAP and src > 0:
+            if toks[src - 1] == toks[txt - 1]:
+                m, src, txt = m + 1, src - 1, txt - 1
+                continue
+            edit = self.edits.end_at(toks, src, txt) if self.edits.edits else None
+            if edit is None:
+                break
+            m, src, txt = m + len(edit.new), src - len(edit.old), txt - len(edit.new)
+        return min(m, MATCH_CAP)
 
     def _refusals(self, key: Key, token: int) -> int:
         row = self._refuted.get(key)
@@ -248,16 +259,33 @@ class NgramDrafter:
 
     def _from_conversation(self, limit: int, stop_below: float) -> LookupProposal:
         toks = self._tokens
+        if self.edits.waiting:  # a refused copy: has the text rejoined it after an edit?
+            self.edits.learn(toks)
         tail = toks[-self.n_max :]
-        out = LookupProposal()
+        out = LookupProposal(start=len(toks))
         chance, run, pos = 1.0, 0, -1  # the span being followed: its match, its next index
+        ahead: list[int] = []  # the rest of an edit's new tokens (pos is past its old ones)
+        edit: Edit | None = None  # the edit `ahead` comes from
         top = self.n_max
         if self._longest is not None:  # the longest context's bound (_best)
             top = self._longest[0] + len(toks) - self._longest[1]
-        for _ in range(limit):
-            if run >= SPAN and 0 <= pos < len(toks):
+        while len(out.tokens) < limit:
+            step, origin, i = 1, -1, len(out.tokens)
+            if run >= SPAN and (ahead or 0 <= pos < len(toks)):
                 # Inside a copy: the longest context there is says what comes next.
-                t, key = toks[pos], tuple(tail)  # tail holds the last n_max tokens
+                key = tuple(tail)  # tail holds the last n_max tokens
+                applied = self.edits.at(toks, pos) if not ahead and self.edits.edits else None
+                if applied is not None:  # the reply changed this before: draft the change
+                    edit, ahead, pos = applied, list(applied.new), pos + len(applied.old)
+                if ahead and edit is not None:
+                    t, step = ahead.pop(0), 0
+                    out.edited[i] = edit
+                elif pos >= len(toks):
+                    break
+                else:
+                    t, origin = toks[pos], pos
+                    if applied is not None:  # a deletion: judged by the token after it
+                        out.edited[i] = applied
                 conf = 1.0 / (1 + 2 * self._refusals(key, t)) if self._refuted else 1.0
             else:
                 found = self._best(tail, top)
@@ -272,18 +300,21 @@ class NgramDrafter:
                 elif at != pos or pos < 0:
                     run = n  # a new context, not the span followed so far
                 pos = at if 0 <= at < len(toks) else -1
+                if pos >= 0 and run >= SPAN and self.edits.edits and self.edits.at(toks, pos):
+                    continue  # (run, pos: a copy whose next tokens an edit drafts, as above)
                 if pos >= 0 and toks[pos] != t:
                     if run >= SPAN:  # the longest match wins over the most frequent
                         t = toks[pos]
                         conf = 1.0 / (1 + 2 * self._refusals(key, t))
                     else:
                         pos, run = -1, n
+                origin = pos if run >= SPAN else -1
             chance *= conf
             if chance < stop_below:
                 break
-            out.add(t, conf, run, key)
+            out.add(t, conf, run, key, origin)
             tail = tail[1:] + [t] if len(tail) >= self.n_max else tail + [t]
-            run, pos, top = run + 1, (pos + 1 if pos >= 0 else -1), top + 1
+            run, pos, top = run + 1, (pos + step if pos >= 0 else -1), top + 1
         return out
 
     def _from_history(self, limit: int) -> LookupProposal:
@@ -327,6 +358,11 @@ class NgramDrafter:
             key, t = proposal.keys[accepted], proposal.tokens[accepted]
             row = self._refuted.setdefault(key, {})
             row[t] = row.get(t, 0) + 1
+            edit = proposal.edited.get(accepted)
+            if edit is not None:  # the text kept what the edit changes here
+                self.edits.forget(edit)
+            elif proposal.origin[accepted] >= 0:  # a copy refused: an edit of it, perhaps
+                self.edits.refused(proposal.origin[accepted], proposal.start + accepted)
 
     # llama-cpp-python's LlamaDraftModel contract (used by the benchmark's stock peer)
     def __call__(self, input_ids: npt.NDArray[np.intc], /, **kwargs: Any) -> npt.NDArray[np.intc]:
