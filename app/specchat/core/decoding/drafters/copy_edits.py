@@ -67,16 +67,18 @@ class CopyEdits:
         once the text has rejoined the copy (the fewest tokens skipped and written first); True
         while it may still; False once the text went MAX_SIDE + SURE tokens without rejoining
         it (no edit of it)."""
-        wrote = toks[d:]
+        wrote = toks[d : d + MAX_SIDE + SURE + 1]  # (what the text wrote since, as far as needed)
+        skips: dict[int, list[int]] = {}  # the source's next tokens -> how many tokens on
+        for s in range(1, min(MAX_SIDE, d - p - 1) + 1):
+            skips.setdefault(toks[p + s], []).append(s)
         best: tuple[int, int] | None = None  # (tokens written, tokens skipped)
-        for total in range(1, 2 * MAX_SIDE + 1):
-            for i in range(max(0, total - MAX_SIDE), min(total, MAX_SIDE) + 1):
-                s = total - i  # skipped in the source (at least one)
-                if s >= 1 and p + s < d and self._rejoined(toks, p + s, d + i, wrote, i):
-                    best = (i, s)
-                    break
-            if best is not None:
+        for i in range(min(len(wrote) - REJOIN, MAX_SIDE) + 1):
+            if best is not None and i > sum(best):
                 break
+            for s in skips.get(wrote[i], ()):
+                fewer = best is None or (i + s, i) < (sum(best), best[0])
+                if fewer and self._rejoined(toks, p + s, d + i, wrote, i):
+                    best = (i, s)
         if best is None:
             return len(wrote) <= MAX_SIDE + SURE
         i, s = best
