@@ -607,3 +607,22 @@ def test_lookup_risks_on_fresh_guesses_only_what_the_reply_has_won() -> None:
     drafted = sum(len(call) - 1 for call in target.decoded[1:])
     assert drafted > 0  # it did guess
     assert spent - produced <= start + SHARE * produced + 1e-6, (spent, produced, drafted)
+
+
+@pytest.mark.parametrize("mode", [Mode.LOOKUP, Mode.AUTO])
+def test_lookup_drafts_nothing_past_the_end_of_the_reply(mode: Mode) -> None:
+    """A reply that quotes a message of the prompt whole and then ends, where the prompt goes
+    on after that message (its end token, then the template's next turn): no draft carries a
+    token past the end token, though the copy goes on in the prompt. Fails if lookup is not
+    told the target's end tokens, or drafts on past one (the last draft then verified up to
+    40 tokens of the next turn)."""
+    text = [int(x) for x in np.random.default_rng(7).permutation(np.arange(10, 250))[:100]]
+    prompt = PROMPT + text[:60] + [EOS] + text[60:]
+    target = StandIn(reply_script(len(prompt), text[:60]))
+    target.n_vocab = 250
+    dec = decoder(target, mode, prompt=prompt, cost=cpu_cost_model(), max_tokens=200)
+    events = list(dec.run())
+    assert [t for ev in events for t in ev.token_ids] == text[:60]
+    verified = [call for call in target.decoded[1:] if len(call) > 1]
+    assert verified and any(EOS in call for call in verified)  # the end was drafted
+    assert all(EOS not in call or call[-1] == EOS for call in verified), verified

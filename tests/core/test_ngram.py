@@ -157,6 +157,25 @@ def test_the_earlier_conversations_draft_when_this_one_has_no_match() -> None:
     assert d.look(64).tokens == []
 
 
+def test_no_draft_goes_past_an_end_token_in_either_source() -> None:
+    """A copy of this conversation and one of the earlier ones both stop at the target's end
+    token, drafting it (the reply may end there) and nothing after it. Fails if either source
+    walks on past it."""
+    end = 60_000
+    doc = span(150, 26)
+    stops = [*doc[:30], end, *doc[30:]]
+    d = NgramDrafter()
+    d.begin([*span(20, 27), *stops, *span(10, 28), *doc[:20]])
+    assert d.look(64, ends=frozenset({end})).tokens == [*doc[20:30], end]
+    assert len(d.look(64).tokens) == 64  # (without ends: on into what follows the end)
+    h = history_with(stops)
+    n = sampled_prefix(h, stops, 6)
+    d = NgramDrafter(history=h)
+    d.begin([*span(20, 24), *stops[:n]])
+    prop = d.look(64, ends=frozenset({end}))
+    assert prop.source == HISTORY and prop.tokens == stops[n:31]
+
+
 def test_without_history_nothing_comes_from_it() -> None:
     doc = span(150, 25)
     h = history_with(doc)

@@ -276,7 +276,8 @@ class Decoder:
         self.choose.setup(drafting, [rt for rt in idle if rt not in drafting])
         self._runtimes = drafting
         self._readers = [d for d in self.drafters if d.reads_target]
-        self.step.prepare(self.mode, self.drafters, self.target.n_vocab, self.rng)
+        t = self.target
+        self.step.prepare(self.mode, self.drafters, t.n_vocab, self.rng, frozenset(t.eog))
 
     def _prefill_and_first(self) -> None:
         """Decode what the cache lacks of the prompt and choose the first token from it. What

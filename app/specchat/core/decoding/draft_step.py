@@ -57,15 +57,21 @@ class DraftStep:
         self.risk = RiskBudget(opening_risk(cost.steps))  # what this reply may still lose
 
     def prepare(
-        self, mode: Mode, drafters: Sequence[Drafter], n_vocab: int, rng: random.Random
+        self,
+        mode: Mode,
+        drafters: Sequence[Drafter],
+        n_vocab: int,
+        rng: random.Random,
+        ends: frozenset[int] = frozenset(),
     ) -> None:
         """The reply's mode and drafters, as the decoder settled them, and each drafter's
-        settings (`n_vocab`: the target's, for a costly drafter without a runtime)."""
+        settings (`n_vocab`: the target's, for a costly drafter without a runtime; `ends`: its
+        end-of-generation tokens)."""
         p = self.params
         self.mode, self.drafters = mode, list(drafters)
         for d in self.drafters:
             if not d.costly:
-                self.settings[d.kind] = DraftSettings(more=self._worth_more)
+                self.settings[d.kind] = DraftSettings(more=self._worth_more, ends=ends)
                 continue
             vocab = d.runtime.n_vocab if d.runtime is not None else n_vocab
             warp = Warp(p, vocab, slots=p.k_max)

@@ -78,13 +78,16 @@ class DraftSettings:
     greedy, no penalty), the uniform numbers it draws with, the confidence below which it
     stops, and how much of the context a repeat penalty looks back on. `more`: asked, by a
     drafter that can look far (lookup), once it has a few tokens, whether looking further is
-    worth it (the pricing's answer: a guess it refuses costs no 64-token walk)."""
+    worth it (the pricing's answer: a guess it refuses costs no 64-token walk). `ends`: the
+    target's end-of-generation tokens; lookup drafts none after one (the reply ends there, and
+    a copy of a message goes on into the chat template's next turn)."""
 
     warp: Warp | None = None
     rng: Uniform | None = None
     p_min: float = 0.0
     history_tail: int = 64
     more: Callable[[Proposal], bool] | None = None
+    ends: frozenset[int] = frozenset()
 
 
 class Drafter(Protocol):

@@ -216,7 +216,7 @@ class NgramDrafter:
         since the last look are indexed first. `settings.more` is asked after the first few."""
         if len(context) > len(self._tokens):
             self.extend(context[len(self._tokens) :])
-        return self.look(limit, more=settings.more)
+        return self.look(limit, more=settings.more, ends=settings.ends)
 
     def rollback(self, kept: int) -> None:
         """Nothing to undo: the index only ever holds tokens the conversation kept."""
@@ -236,28 +236,31 @@ class NgramDrafter:
         k: int | None = None,
         stop_below: float = 0.02,
         more: Callable[[LookupProposal], bool] | None = None,
+        ends: frozenset[int] = frozenset(),
     ) -> LookupProposal:
         """Up to k tokens continuing the text, with their confidences: from this conversation,
         or else from the earlier ones. Drafting stops once the chance that every token so far
         is right drops below `stop_below`. With `more`, the first FIRST_LOOK tokens come
         first, and the rest only if `more` says some of those would be verified (a guess the
-        planner refuses costs no 64-token walk)."""
+        planner refuses costs no 64-token walk). No token is drafted after one of `ends`."""
         limit = self.k_max if k is None else k
         if more is not None and limit > FIRST_LOOK:
-            out = self._propose(FIRST_LOOK, stop_below)
+            out = self._propose(FIRST_LOOK, stop_below, ends)
             if len(out.tokens) < FIRST_LOOK or not more(out):
                 return out
-        return self._propose(limit, stop_below)
+        return self._propose(limit, stop_below, ends)
 
-    def _propose(self, limit: int, stop_below: float) -> LookupProposal:
-        out = self._from_conversation(limit, stop_below)
+    def _propose(self, limit: int, stop_below: float, ends: frozenset[int]) -> LookupProposal:
+        out = self._from_conversation(limit, stop_below, ends)
         if not out.tokens and self.history is not None and self.history.documents:
-            out = self._from_history(limit)
+            out = self._from_history(limit, ends)
         out.opening = not self._followed
         self._said = out.tokens
         return out
 
-    def _from_conversation(self, limit: int, stop_below: float) -> LookupProposal:
+    def _from_conversation(
+        self, limit: int, stop_below: float, ends: frozenset[int]
+    ) -> LookupProposal:
         toks = self._tokens
         if self.edits.waiting:  # a refused copy: has the text rejoined it after an edit?
             self.edits.learn(toks)
@@ -313,11 +316,13 @@ class NgramDrafter:
             if chance < stop_below:
                 break
             out.add(t, conf, run, key, origin)
+            if t in ends:  # (the reply would end here)
+                break
             tail = tail[1:] + [t] if len(tail) >= self.n_max else tail + [t]
             run, pos, top = run + 1, (pos + step if pos >= 0 else -1), top + 1
         return out
 
-    def _from_history(self, limit: int) -> LookupProposal:
+    def _from_history(self, limit: int, ends: frozenset[int]) -> LookupProposal:
         """The continuation of the span of the earlier conversations the reply is copying (the
         one followed since the last step, or one found from the text's last tokens)."""
         hist, toks = self.history, self._tokens
@@ -327,7 +332,7 @@ class NgramDrafter:
             at, since = self._anchor
             copied = toks[since:]
             if hist.matches(at, copied):
-                tokens = hist.continuation(at + len(copied), limit)
+                tokens = _to_end(hist.continuation(at + len(copied), limit), ends)
                 if tokens:
                     out = LookupProposal(source=HISTORY, at=at + len(copied))
                     for j, t in enumerate(tokens):
@@ -339,7 +344,7 @@ class NgramDrafter:
             return LookupProposal(source=HISTORY)
         out = LookupProposal(source=HISTORY, at=found.at)
         conf = found.support / found.seen
-        for j, t in enumerate(found.tokens):
+        for j, t in enumerate(_to_end(found.tokens, ends)):
             out.add(t, conf if j == 0 else 1.0, GRAM + j)
         return out
 
@@ -370,3 +375,11 @@ class NgramDrafter:
         k = int(kwargs.get("num_pred_tokens", self.k_max))
         prop = self.look(k, stop_below=0.3)
         return np.asarray(prop.tokens, dtype=np.intc)
+
+
+def _to_end(tokens: Sequence[int], ends: frozenset[int]) -> Sequence[int]:
+    """`tokens` up to and with the first of `ends` (the reply would end there)."""
+    for i, t in enumerate(tokens):
+        if t in ends:
+            return tokens[: i + 1]
+    return tokens
