@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from specchat.core.decoding.drafters.base import DraftSettings
+from specchat.core.decoding.drafters.copy_edits import CopyEdits, Edit
 from specchat.core.decoding.drafters.lookup_proposal import SPAN
 from specchat.core.decoding.drafters.ngram import NgramDrafter
 
@@ -112,3 +113,17 @@ def test_a_token_the_reply_drops_everywhere_is_dropped_from_the_drafts() -> None
     steps = replay([*span(12, 1), *code, *span(6, 2)], reply)
     uses = [i for i, t in enumerate(reply) if t == OLD]
     assert [j + kept for j, k, kept in steps if kept < k] == [u + 1 for u in uses[:2]]
+
+
+def test_a_name_used_twice_on_a_line_is_learned_as_one_rename() -> None:
+    """The source uses the name twice a few tokens apart (`b.buf = append(b.buf, item)`); the
+    edit learned is the name alone, not the stretch between the two uses. Fails if the text
+    must follow the source unchanged for SURE tokens after the edit (the first rejoin that
+    does is after the second use)."""
+    src = span(20, 30)
+    line = [*src[:3], OLD, *src[3:6], OLD, *src[6:20]]
+    text = [*src[:3], NEW, NEW2, *src[3:6], NEW, NEW2, *src[6:20]]
+    toks = [*span(5, 31), *line, *span(5, 32), *text]
+    edits = CopyEdits()
+    edits.refused(5 + 3, 5 + len(line) + 5 + 3)  # the copy drafted OLD; the text wrote NEW
+    assert edits.learn(toks) == [Edit((OLD,), (NEW, NEW2))]

@@ -77,7 +77,8 @@ class CopyEdits:
                 break
             for s in skips.get(wrote[i], ()):
                 fewer = best is None or (i + s, i) < (sum(best), best[0])
-                if fewer and self._rejoined(toks, p + s, d + i, wrote, i):
+                old, new = toks[p : p + s], wrote[:i]
+                if fewer and _rejoined(toks, p + s, d + i, len(toks), old, new):
                     best = (i, s)
         if best is None:
             return len(wrote) <= MAX_SIDE + SURE
@@ -85,16 +86,6 @@ class CopyEdits:
         edit = Edit(tuple(toks[p : p + s]), tuple(wrote[:i]))
         self._add(edit)
         return edit
-
-    @staticmethod
-    def _rejoined(toks: Sequence[int], src: int, txt: int, wrote: Sequence[int], i: int) -> bool:
-        """Whether the text from `txt` follows the source from `src`: REJOIN tokens or more, to
-        the text's end or for SURE tokens."""
-        after = len(wrote) - i
-        if after < REJOIN:
-            return False
-        n = min(after, SURE)
-        return src + n <= txt and list(toks[src : src + n]) == list(toks[txt : txt + n])
 
     def _add(self, edit: Edit) -> None:
         for e in [e for e in self.edits if e.old == edit.old]:
@@ -130,3 +121,20 @@ class CopyEdits:
             ):
                 return e
         return None
+
+
+def _rejoined(
+    toks: Sequence[int], src: int, txt: int, end: int, old: Sequence[int], new: Sequence[int]
+) -> bool:
+    """Whether the text from `txt` follows the source from `src` for REJOIN tokens or more, to
+    `end` or for SURE tokens, where the text may make the same edit again (`old` -> `new`: a
+    name used twice on one line)."""
+    n, o, w = 0, len(old), len(new)
+    while n < SURE and txt < end and src < txt:
+        if toks[src] == toks[txt]:
+            n, src, txt = n + 1, src + 1, txt + 1
+        elif list(toks[src : src + o]) == list(old) and list(toks[txt : txt + w]) == list(new):
+            src, txt = src + o, txt + w
+        else:
+            return False
+    return n >= REJOIN
