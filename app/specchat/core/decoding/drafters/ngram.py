@@ -13,6 +13,10 @@ and sizes the draft against the measured verification cost. A proposal and its c
 `lookup_proposal.py`'s: over the bundled suite's replies an opening guess at a 3-5-token match
 was right 56-62 % of the time, the same match right after a right guess 70-81 % (acceptance.py).
 
+A reply that changes what it copies (a rename) has the change drafted where it recurs, and the
+copy's match runs through it (`copy_edits.py`). No draft goes past one of the target's end
+tokens (`DraftSettings.ends`): a copy of the user's message would run on into the next turn.
+
 When the conversation has no match, the drafter asks the index of the earlier conversations
 (`history_index.HistoryIndex`, filled by the front end) and then follows the span it found
 there while the reply keeps copying it. `Proposal.source` says where a draft came from.
