@@ -358,11 +358,11 @@ class _CountingLookup(NgramDrafter):
         self.extends += 1
         super().extend(tokens)
 
-    def look(self, k=None, stop_below=0.02, more=None):
+    def look(self, k=None, stop_below=0.02, more=None, ends=frozenset()):
         self.asked_at.append(len(self._tokens))
         if self.target is not None:  # the target's cache holds all the text but its last token
             self.lagged += len(self._tokens) != len(self.target.cache) + 1
-        return super().look(k, stop_below, more)
+        return super().look(k, stop_below, more, ends)
 
 
 def teach_lookup(cm: CostModel, cls: str, alpha: float) -> None:
