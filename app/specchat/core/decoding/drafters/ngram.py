@@ -217,9 +217,13 @@ class NgramDrafter:
     ) -> LookupProposal:
         """Up to `limit` tokens after `context`, which extends the text the index holds (the
         decoder's conversation: `begin` aligned them at the reply's start); the tokens added
-        since the last look are indexed first. `settings.more` is asked after the first few."""
+        since the last look are indexed first, and a copy refused before is checked for an edit
+        the text has made to it since (copy_edits.py). `settings.more` is asked after the first
+        few."""
         if len(context) > len(self._tokens):
             self.extend(context[len(self._tokens) :])
+        if self.edits.waiting:
+            self.edits.learn(self._tokens)
         return self.look(limit, more=settings.more, ends=settings.ends)
 
     def rollback(self, kept: int) -> None:
@@ -266,8 +270,6 @@ class NgramDrafter:
         self, limit: int, stop_below: float, ends: frozenset[int]
     ) -> LookupProposal:
         toks = self._tokens
-        if self.edits.waiting:  # a refused copy: has the text rejoined it after an edit?
-            self.edits.learn(toks)
         tail = toks[-self.n_max :]
         out = LookupProposal(start=len(toks))
         chance, run, pos = 1.0, 0, -1  # the span being followed: its match, its next index
