@@ -243,6 +243,33 @@ def _runtime(path: Path, n_ctx: int, threads: int, gpu_layers: int, rollback: in
     return ModelRuntime(path, config, rollback_tokens=rollback)
 
 
+def _what_to_measure(
+    path: Path,
+    drafter: str | os.PathLike[str] | None,
+    head: bool,
+    ks: Sequence[int],
+    repeats: int,
+) -> tuple[list[int], heads.HeadInfo | None]:
+    """The draft lengths to measure, sorted, and the head that drafts for the target (None:
+    none found, or `head=False`); DrafterCostError where the request cannot be measured."""
+    if not path.is_file():
+        raise DrafterCostError(f"no model file at {path}")
+    lengths = sorted(set(ks))
+    if not lengths or lengths[0] < 1 or lengths[-1] > 64:
+        raise DrafterCostError("draft lengths are between 1 and 64")
+    if repeats < 1:
+        raise DrafterCostError("repeats must be at least 1")
+    if not head:
+        return lengths, None
+    try:
+        head_info = heads.find_head(path, assistant=drafter)
+    except ValueError as exc:
+        raise DrafterCostError(str(exc)) from exc
+    if drafter is not None and head_info is None:
+        raise DrafterCostError(f"{Path(drafter).name} cannot draft for {path.name}")
+    return lengths, head_info
+
+
 def measure_drafter_costs(
     target_path: str | os.PathLike[str],
     drafter: str | os.PathLike[str] | None = None,
@@ -264,22 +291,8 @@ def measure_drafter_costs(
     `doctor --cost-curve` times it). Raises DrafterCostError (or the runtime's ModelLoadError)
     with a readable message."""
     path = Path(target_path)
-    if not path.is_file():
-        raise DrafterCostError(f"no model file at {path}")
-    ks = sorted(set(ks))
-    if not ks or ks[0] < 1 or ks[-1] > 64:
-        raise DrafterCostError("draft lengths are between 1 and 64")
-    if repeats < 1:
-        raise DrafterCostError("repeats must be at least 1")
+    ks, head_info = _what_to_measure(path, drafter, head, ks, repeats)
     say = progress or (lambda _s: None)
-    head_info = None
-    if head:
-        try:
-            head_info = heads.find_head(path, assistant=drafter)
-        except ValueError as exc:
-            raise DrafterCostError(str(exc)) from exc
-        if drafter is not None and head_info is None:
-            raise DrafterCostError(f"{Path(drafter).name} cannot draft for {path.name}")
     # snapshots for the longest draft measured (what an engine asks for: llama.cpp writes
     # min(tokens, n_rs_seq + 1) states a decode, so more would only take memory)
     rt = _runtime(path, n_ctx, threads, gpu_layers, ks[-1])
