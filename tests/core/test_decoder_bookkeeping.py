@@ -579,6 +579,38 @@ def test_a_copy_kept_whole_grows_its_next_draft_geometrically(mode: Mode) -> Non
         assert drafts[j] >= min(GROWTH * drafts[j - 1], 2 * match, within), (drafts, room)
 
 
+@pytest.mark.parametrize("mode", [Mode.LOOKUP, Mode.AUTO])
+def test_a_reply_citing_short_lines_grows_no_draft_past_what_its_copies_have_shown(
+    mode: Mode,
+) -> None:
+    """A reply that cites five 12-token lines of the prompt, each followed by 4 words of its
+    own, on a 2-core CPU's curve with the estimates at their priors. The first line is drafted
+    as a quote (1, 4, then 16 tokens: GROWTH times each draft kept whole), and the 16 are
+    refused at the line's end; after that refusal a draft kept whole earns only what the
+    estimates pay with the copy's run as evidence, and the reply costs at most 5 % more
+    target time than plain decoding would (units: one-token decodes on the curve). Fails if
+    growth ignores the estimates after a refusal: every line was then drafted 1, 4, 16 with
+    the 16 refused, 1.31 decodes a token in Lookup's mode and 1.33 in Auto."""
+    from specchat.core.decoding.pricing.cost_curve import CostCurve
+
+    rng = np.random.default_rng(11)
+    text = [int(x) for x in rng.permutation(np.arange(10, 250))[:200]]
+    own = [int(x) for x in rng.permutation(np.arange(250, 400))[:20]]
+    reply = [t for i in range(5) for t in text[i * 40 : i * 40 + 12] + own[i * 4 : i * 4 + 4]]
+    prompt = PROMPT + text
+    target = StandIn(reply_script(len(prompt), reply))
+    target.n_vocab = 400
+    dec = decoder(
+        target, mode, prompt=prompt, cost=cpu_cost_model(), max_tokens=len(reply), lookup_k_max=64
+    )
+    assert [t for ev in dec.run() for t in ev.token_ids] == reply
+    drafts = [len(call) - 1 for call in target.decoded[1:] if len(call) > 1]
+    assert drafts[:3] == [1, GROWTH, GROWTH * GROWTH], drafts  # the first line: a quote
+    curve = CostCurve(CPU_CURVE)
+    units = sum(curve.rel(len(call)) for call in target.decoded[1:])
+    assert units <= 1.05 * len(reply), (units, drafts)
+
+
 def test_lookup_risks_on_fresh_guesses_only_what_the_reply_has_won() -> None:
     """A chat answer with nothing to copy, whose every word the prompt shows followed by
     others: each of Lookup's drafts is a fresh guess (a one-token match) that the target

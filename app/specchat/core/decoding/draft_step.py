@@ -5,7 +5,9 @@ offer against every costly drafter loaded. Three rules bound what a step sends o
 a refused draft costs (risk.py): a copy's draft is at most twice its current match; the reply
 risks only what it has won (Auto's drafts, and Lookup's fresh guesses); and a copy whose last
 draft was kept whole has earned GROWTH times that length, whatever the budget says, charged to
-the budget only as far as the budget allowed.
+the budget only as far as the budget allowed: until the reply's first refused lookup draft as
+far as the curve pays with every token kept, after it as far as the acceptance estimates pay
+with the copy's kept run as evidence (pricing.grown).
 
 The decoder (decoder.py) asks `choose` before each step and reports how the step went
 (`verified`, `plain`); it knows nothing of the pricing's reasons.
@@ -53,6 +55,8 @@ class DraftStep:
         self._noted: tuple[DrafterKind | None, int] = (None, -1)  # the drafter noted, since
         self._rest = 0  # Auto: steps left that look for no draft (Plan.rest)
         self._won = 0  # the last lookup draft's length, if it was kept whole (else 0)
+        self._run = 0  # drafted tokens the current copy has kept in a row (with _won)
+        self._refused = False  # a lookup draft of this reply has been refused
         self._within = ROWS_MAX  # Auto: the longest draft this step's risk budget allowed
         self.risk = RiskBudget(opening_risk(cost.steps))  # what this reply may still lose
 
@@ -86,6 +90,8 @@ class DraftStep:
     def verified(self, drafter: Drafter, k: int, accepted: int, produced: int) -> None:
         """A verification of k drafted tokens kept `accepted` and produced `produced` tokens."""
         self._won = k if accepted == k and not drafter.costly else 0
+        self._run = self._run + k if self._won else 0
+        self._refused |= accepted < k and not drafter.costly
         # (a copy's earned growth is charged as the draft the budget allowed)
         self.risk.step(produced, self.cost.steps.step_units(drafter.kind, min(k, self._within)))
 
@@ -93,7 +99,7 @@ class DraftStep:
         """A plain step: one token at one decode's cost; a copy earns its length only from
         draft to draft."""
         self.risk.step(1, 1.0)
-        self._won = 0
+        self._won = self._run = 0
 
     def judge_unsent(self, sent_by: Drafter | None, base: int) -> None:
         """A free drafter's proposal not verified is judged anyway by the token the step
@@ -187,10 +193,12 @@ class DraftStep:
         return prop, prop.classes()[:cap]
 
     def _earned(self, classes: list[str]) -> int:
-        """What the copy on offer has earned by the last draft kept whole: GROWTH times that
-        draft (pricing.grown), whatever the risk budget says (it grows by only what each
-        draft gains on a steep curve); the same length in Lookup's mode and in Auto."""
-        return self.cost.grown(self._won, len(classes)) if self._won else 0
+        """What the copy on offer has earned by the last draft kept whole (pricing.grown),
+        whatever the risk budget says (it grows by only what each draft gains on a steep
+        curve); the same length in Lookup's mode and in Auto."""
+        if not self._won:
+            return 0
+        return self.cost.grown(self._won, classes, self._run, clean=not self._refused)
 
     def _sent(self, draft: Proposal) -> Proposal:
         if draft.tokens:

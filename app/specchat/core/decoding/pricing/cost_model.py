@@ -32,6 +32,7 @@ from specchat.core.decoding.pricing.tuning import (
     OPENING_TOKENS,
     REPROBE_AFTER,
     REST_STEPS,
+    RUN_WEIGHT,
     STEP_RATIO_FADE,
     UNTRIED_DRAFTS,
 )
@@ -152,15 +153,27 @@ class CostModel:
         st.idle[drafter] = idle
         return k
 
-    def grown(self, won: int, offered: int) -> int:
+    def grown(self, won: int, classes: Sequence[str], run: int = 0, clean: bool = True) -> int:
         """The draft length a copy has earned: after a lookup draft of `won` tokens kept whole,
         GROWTH times as many (the evidence grows geometrically, not by the match length
-        alone), at most what lookup offers and the length that pays best on this machine's
-        cost curve with every token kept. 0 without such a draft."""
-        if won <= 0 or offered <= 0:
+        alone), at most the tokens on offer (their acceptance `classes`) and the length that
+        pays best on this machine's cost curve: with every token kept while no lookup draft
+        of the reply has been refused (`clean`: a quote), else with the acceptance estimates,
+        raised by the `run` tokens the copy has kept in a row, counted as that many
+        observations beside the estimates' RUN_WEIGHT (a reply that cites a few lines at a
+        time lost 10-20 decodes to each 24- or 32-token draft grown past its copy's end).
+        0 without such a draft."""
+        if won <= 0 or not classes:
             return 0
-        best = self.steps.best_chain(LOOKUP, [1.0] * offered)[0]
-        return min(GROWTH * won, offered, best)
+        if clean:
+            alphas = [1.0] * len(classes)
+        else:
+            alphas = [
+                (RUN_WEIGHT * a + run) / (RUN_WEIGHT + run)
+                for a in self.acceptances(LOOKUP, classes)
+            ]
+        best = self.steps.best_chain(LOOKUP, alphas)[0]
+        return min(GROWTH * won, len(classes), best)
 
     def would_draft(self, drafter: str, classes: Sequence[str]) -> bool:
         """Whether some of these classes' tokens are worth drafting (a longer draft may pay

@@ -18,6 +18,9 @@ NO_SHORT_PAYS_LOOK = 64  # would_draft: how far a curve dear at every short leng
 UNTRIED_DRAFTS = 3  # a costly drafter with fewer drafts is priced hopefully (one doubt up)
 MEASURE_K = 2  # the draft length an untried costly drafter is measured with
 GROWTH = 4  # a lookup draft kept whole lets the next on the same copy be this many times longer
+# ... after a refused lookup draft, as far as the estimates pay with the copy's kept run counted
+# as that many observations beside this many for the estimate (cost_model.grown)
+RUN_WEIGHT = 8.0
 
 # -- timing (step_costs) ----------------------------------------------------------------------
 T1_KEEP = 0.8  # decay of the one-token decode time
