@@ -152,6 +152,25 @@ def test_batches_dearer_than_the_curve_are_the_verifications_cost() -> None:
     assert k == 0  # ... which at their real price lose to plain decoding
 
 
+def test_a_copys_growth_after_a_refusal_follows_the_curve_not_a_slow_spell() -> None:
+    """After the reply's first refused lookup draft, a draft kept whole earns what pays with the
+    estimates on the curve (the copy's kept run raising them), whatever excess the steps just
+    measured: lookup steps measured 1.4x their predicted time (a busy spell) leave the earned
+    length what it is without them. Fails if the earned length is priced with that excess (it
+    then earns nothing: no length pays at 1.4x, and a copy regrows from its priced 1-2 tokens);
+    also if growth after a refusal is not priced (four times the last draft, 24)."""
+    classes = ["span16/c95"] * 40
+    calm, busy = planner(CPU), planner(CPU)
+    for cm in (calm, busy):
+        for _ in range(20):
+            cm.observe_accept(LOOKUP, ["span16/c95"] * 4, 4, 3)  # copies that often end
+    busy.steps.step_ratio[LOOKUP] = 1.4
+    earned = calm.grown(6, classes, run=10, clean=False)
+    assert 0 < earned < 24 and busy.grown(6, classes, run=10, clean=False) == earned
+    assert busy.steps.best_chain(LOOKUP, busy.acceptances(LOOKUP, classes))[0] == 0
+    assert calm.grown(6, classes, run=10, clean=True) == 24  # a quote's growth: 4 x 6
+
+
 def test_without_a_curve_the_online_line_prices_batches() -> None:
     cm = CostModel().steady(t1=0.01, beta=0.25)
     assert cm.steps.target_cost(9) == pytest.approx(0.01 * 3.0)

@@ -161,18 +161,20 @@ class CostModel:
         of the reply has been refused (`clean`: a quote), else with the acceptance estimates,
         raised by the `run` tokens the copy has kept in a row, counted as that many
         observations beside the estimates' RUN_WEIGHT (a reply that cites a few lines at a
-        time lost 10-20 decodes to each 24- or 32-token draft grown past its copy's end).
+        time lost 10-20 decodes to each 24- or 32-token draft grown past its copy's end), on
+        the curve alone (growth follows the copy's evidence, not a noisy spell's measured step
+        excess).
         0 without such a draft."""
         if won <= 0 or not classes:
             return 0
         if clean:
-            alphas = [1.0] * len(classes)
-        else:
+            best = self.steps.best_chain(LOOKUP, [1.0] * len(classes))[0]
+        else:  # (by the curve and the estimates: not this moment's measured step excess)
             alphas = [
                 (RUN_WEIGHT * a + run) / (RUN_WEIGHT + run)
                 for a in self.acceptances(LOOKUP, classes)
             ]
-        best = self.steps.best_chain(LOOKUP, alphas)[0]
+            best = self.steps.best_chain(LOOKUP, alphas, with_host=False, with_ratio=False)[0]
         return min(GROWTH * won, len(classes), best)
 
     def would_draft(self, drafter: str, classes: Sequence[str]) -> bool:
