@@ -169,7 +169,7 @@ class CostModel:
             return 0
         if clean:
             best = self.steps.best_chain(LOOKUP, [1.0] * len(classes))[0]
-        else:  # (by the curve and the estimates: not this moment's measured step excess)
+        else:
             alphas = [
                 (RUN_WEIGHT * a + run) / (RUN_WEIGHT + run)
                 for a in self.acceptances(LOOKUP, classes)
