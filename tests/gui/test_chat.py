@@ -176,9 +176,16 @@ def test_generation_runs_off_the_gui_thread(qtbot, make_window, send, engine, mo
     timer = QTimer()
     timer.timeout.connect(lambda: w.session.streaming and ticks.append(time.perf_counter()))
     timer.start(5)
+    # what the window hears arrives on the GUI thread, also where the listener is a plain
+    # function (not a QObject's slot, which Qt would queue to its own thread anyway)
+    heard: list[threading.Thread] = []
+    c = w.controller
+    c.token.connect(lambda *_: heard.append(threading.current_thread()))
+    c.finished.connect(lambda *_: heard.append(threading.current_thread()))
     send(w, "List five prime numbers and explain why each is prime.")
     timer.stop()
     assert threads and all(t is not threading.main_thread() for t in threads)
+    assert heard and all(t is threading.main_thread() for t in heard)
     assert ticks, "the GUI's event loop did not run while the reply was generated"
     gap = max((b - a for a, b in zip(ticks, ticks[1:], strict=False)), default=0.0)
     print(f"longest pause of the event loop while streaming: {1000 * gap:.1f} ms")
