@@ -45,6 +45,7 @@ from specchat.core.decoding.config import (
     RuntimeConfig,
 )
 from specchat.core.decoding.kv_cache import CacheBook
+from specchat.core.decoding.vocab import Vocabulary
 from specchat.core.gguf.drafters import special_drafter
 from specchat.core.gguf.header import GGUFInfo, read_gguf_info
 from specchat.core.gguf.recurrent import HYBRID_ROLLBACK_TOKENS, max_snapshots, state_bytes
@@ -100,8 +101,9 @@ def _init_backend() -> None:
         _backend_ready = True
 
 
-class ModelRuntime:
-    """A model, its context, and the list of tokens currently in its KV cache (sequence 0).
+class ModelRuntime(Vocabulary):
+    """A model (its vocabulary: vocab.py), its context, and the list of tokens currently in
+    its KV cache (sequence 0).
 
     `rollback_tokens`: how many tokens a cut may take back from a recurrent or hybrid model's
     last decode (llama.cpp's `n_rs_seq`, one state snapshot each): a verification of a k-token
@@ -149,14 +151,8 @@ class ModelRuntime:
         self._llama_decode = llama_cpp.llama_decode
         self._llama_sync = llama_cpp.llama_synchronize
         self._setup_batch()
-        self._vocab = self._model.vocab
-        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self._vocab))
+        Vocabulary.__init__(self, llama_cpp, self._model.vocab)
         self.book = CacheBook()  # which tokens the KV cache holds; what it remembers of them
-        self._piece_buf = ctypes.create_string_buffer(256)
-        self.pieces: dict[int, bytes] = {}  # token -> its bytes, as piece() found them
-        self.eog = frozenset(  # the end-of-generation ids
-            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)
-        )
         # A recurrent state cannot be cut back to an earlier position unless llama.cpp keeps
         # snapshots of it (n_rs_seq, after the clamps: 0 for an architecture it cannot roll
         # back). Without them: no rollback, so no speculation (the decoder checks this).
@@ -248,60 +244,6 @@ class ModelRuntime:
         if rows == "last":
             ctypes.memset(self._b_logits + n - 1, 1, 1)
         return n
-
-    # -- vocabulary -------------------------------------------------------------------------
-    def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
-        llama_cpp = _llama()
-        raw = text.encode("utf-8")
-        cap = len(raw) + 16
-        buf = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(
-            self._vocab, raw, len(raw), buf, cap, add_special, parse_special
-        )
-        if n < 0:
-            cap = -n
-            buf = (llama_cpp.llama_token * cap)()
-            n = llama_cpp.llama_tokenize(
-                self._vocab, raw, len(raw), buf, cap, add_special, parse_special
-            )
-        return list(buf[:n])
-
-    def piece(self, token: int) -> bytes:
-        cached = self.pieces.get(token)
-        if cached is not None:
-            return cached
-        llama_cpp = _llama()
-        n = llama_cpp.llama_token_to_piece(self._vocab, token, self._piece_buf, 256, 0, False)
-        if n < 0:
-            big = ctypes.create_string_buffer(-n)
-            n = llama_cpp.llama_token_to_piece(self._vocab, token, big, -n, 0, False)
-            out = big.raw[:n]
-        else:
-            out = self._piece_buf.raw[:n]
-        self.pieces[token] = out
-        return out
-
-    def is_eog(self, token: int) -> bool:
-        return token in self.eog
-
-    def token_text(self, token: int) -> str:
-        out = _llama().llama_vocab_get_text(self._vocab, token)
-        return out.decode("utf-8", "replace") if out else ""
-
-    @property
-    def add_bos(self) -> bool:
-        return bool(_llama().llama_vocab_get_add_bos(self._vocab))
-
-    def special_text(self, token: int) -> str:
-        return self.token_text(token) if 0 <= token < self.n_vocab else ""
-
-    @property
-    def bos_id(self) -> int:
-        return int(_llama().llama_vocab_bos(self._vocab))
-
-    @property
-    def eos_id(self) -> int:
-        return int(_llama().llama_vocab_eos(self._vocab))
 
     # -- KV cache (the record is a CacheBook: tests run the same code on a stand-in) --------
     @property
