@@ -13,13 +13,8 @@ from pathlib import Path
 import pytest
 
 from specchat.cli.main import main
-from specchat.core.bench.drafter_costs import (
-    KS,
-    NOISE_NOTE,
-    DrafterCostError,
-    DrafterCosts,
-    measure_drafter_costs,
-)
+from specchat.core.bench.drafter_cost_figures import NOISE_NOTE, DrafterCosts
+from specchat.core.bench.drafter_costs import KS, DrafterCostError, measure_drafter_costs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import tinymodel  # noqa: E402

@@ -31,155 +31,23 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specchat.core.bench.drafter_cost_figures import DrafterCosts
 from specchat.core.decoding.choosing.backend_sampler import SamplerSpec
 from specchat.core.decoding.drafters import heads, mtp
 from specchat.core.decoding.drafters.base import DraftSettings
 from specchat.core.decoding.pricing.cost_curve import GREEDY_CHAIN, SETTLE, filler_tokens
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
-from specchat.core.machine.busy import BUSY_SHARE, CpuMeter
+from specchat.core.machine.busy import CpuMeter
 
 KS = (1, 2, 4, 8)  # draft lengths: a verification of k + 1 tokens, a rollback of k
-NOISE_NOTE = (
-    "Random weights draft noise: these figures price each piece of a speculative step; "
-    "no acceptance rate or speedup follows from them."
-)
 _FILLER = 128  # context the timed decodes sit on
 
 
 class DrafterCostError(ValueError):
     pass
-
-
-@dataclass(frozen=True)
-class DrafterCosts:
-    """Costs relative to one one-token decode of the target (`t1_ms`). Every dict is keyed by
-    k (draft tokens): `verify[k]` a k + 1 decode; `head_step[k]` one drafted token of a k-token
-    proposal; `catch_up[k]` the head's work after a k + 1 verification; `snapshot[k]` the extra
-    of a k + 1 decode for keeping snapshots (`verify_snap[k]` and `verify_plain[k]`: that decode
-    with and without them, each against its own one-token decode); `rollback[k]` a cut of k
-    tokens and the next one-token decode. Rows that do not apply are None."""
-
-    target: str
-    arch: str
-    hybrid: bool
-    n_rs_seq: int
-    snapshot_mib: float
-    where: str
-    threads: int
-    t1_ms: float
-    repeats: int
-    verify: dict[int, float]
-    drafter: str | None = None
-    drafter_kind: str | None = None
-    head_step: dict[int, float] | None = None
-    catch_up: dict[int, float] | None = None
-    verify_with_head: dict[int, float] | None = None
-    snapshot: dict[int, float] | None = None
-    verify_snap: dict[int, float] | None = None
-    verify_plain: dict[int, float] | None = None
-    rollback: dict[int, float] | None = None
-    others_share: float | None = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ks(self) -> list[int]:
-        return sorted(self.verify)
-
-    def rows(self) -> list[tuple[str, dict[int, float]]]:
-        """The table's rows: (label, {k: relative cost}), the ones that apply."""
-        out = [("verification: decode of k+1 tokens", self.verify)]
-        if self.snapshot is not None:
-            assert self.verify_snap is not None and self.verify_plain is not None
-            out += [
-                ("  again, with snapshots", self.verify_snap),
-                ("  the same load without (n_rs_seq 0)", self.verify_plain),
-                ("snapshot: what keeping them adds", self.snapshot),
-            ]
-        if self.rollback is not None:
-            out.append(("rollback: cut k + next decode", self.rollback))
-        if self.head_step is not None:
-            assert self.catch_up is not None and self.verify_with_head is not None
-            out += [
-                ("head step, per drafted token", self.head_step),
-                ("head catch-up per verification", self.catch_up),
-                ("verification with the head attached", self.verify_with_head),
-            ]
-        return out
-
-    def to_text(self) -> str:
-        ks = self.ks
-        kind = (
-            f"hybrid, {self.n_rs_seq} state snapshots ({self.snapshot_mib:.1f} MiB)"
-            if self.hybrid
-            else "transformer"
-        )
-        lines = [
-            f"Cost of speculation on {self.target} ({self.arch}, {kind}), on {self.where} "
-            f"with {self.threads} thread{'s' if self.threads != 1 else ''}",
-            f"relative to one target token decode ({self.t1_ms:.2f} ms); medians of "
-            f"{self.repeats} pairs",
-        ]
-        if self.drafter is not None:
-            lines.append(f"drafter: {self.drafter} ({self.drafter_kind})")
-        width = max(len(label) for label, _ in self.rows())
-        lines.append("")
-        lines.append(" " * width + "".join(f" {'k=' + str(k):>7}" for k in ks))
-        for label, values in self.rows():
-            cells = "".join(_cell(values.get(k)) for k in ks)
-            lines.append(f"{label:<{width}}{cells}")
-        lines.append("")
-        lines.extend(self.notes)
-        if self.others_share is not None and self.others_share > BUSY_SHARE:
-            lines.append(
-                f"Other programs used {self.others_share:.0%} of the CPU meanwhile: "
-                "not this machine's quiet figures."
-            )
-        lines.append(NOISE_NOTE)
-        return "\n".join(lines)
-
-    def as_dict(self) -> dict[str, object]:
-        def keyed(d: dict[int, float] | None) -> dict[str, float] | None:
-            return None if d is None else {str(k): round(v, 6) for k, v in sorted(d.items())}
-
-        return {
-            "target": self.target,
-            "arch": self.arch,
-            "hybrid": self.hybrid,
-            "n_rs_seq": self.n_rs_seq,
-            "snapshot_mib": round(self.snapshot_mib, 2),
-            "where": self.where,
-            "threads": self.threads,
-            "t1_ms": round(self.t1_ms, 4),
-            "repeats": self.repeats,
-            "drafter": self.drafter,
-            "drafter_kind": self.drafter_kind,
-            "verify": keyed(self.verify),
-            "verify_snap": keyed(self.verify_snap),
-            "verify_plain": keyed(self.verify_plain),
-            "snapshot": keyed(self.snapshot),
-            "rollback": keyed(self.rollback),
-            "head_step": keyed(self.head_step),
-            "catch_up": keyed(self.catch_up),
-            "verify_with_head": keyed(self.verify_with_head),
-            "others_share": self.others_share,
-            "notes": list(self.notes),
-            "note": NOISE_NOTE,
-        }
-
-
-def _cell(v: float | None) -> str:
-    """One table cell: two decimals, or two significant digits below 0.1 (a catch-up that
-    only copies hidden states costs a few ten-thousandths of a decode)."""
-    if v is None:
-        return f" {'-':>7}"
-    return f" {v:7.2f}" if abs(v) >= 0.1 else f" {v:7.2g}"
-
-
-# -- timing ---------------------------------------------------------------------------------
 
 
 class _Target:
@@ -293,11 +161,15 @@ def measure_drafter_costs(
     path = Path(target_path)
     ks, head_info = _what_to_measure(path, drafter, head, ks, repeats)
     say = progress or (lambda _s: None)
+
+    def load(rollback: int) -> ModelRuntime:
+        rt = _runtime(path, n_ctx, threads, gpu_layers, rollback)
+        rt.use_sampler(sampler)
+        return rt
+
     # snapshots for the longest draft measured (what an engine asks for: llama.cpp writes
     # min(tokens, n_rs_seq + 1) states a decode, so more would only take memory)
-    rt = _runtime(path, n_ctx, threads, gpu_layers, ks[-1])
-    plain: ModelRuntime | None = None
-    d: Any = None
+    rt = load(ks[-1])
     try:
         hybrid = rt.recurrent
         if hybrid and rt.n_rs_seq < ks[-1]:
@@ -307,24 +179,17 @@ def measure_drafter_costs(
             )
         if n_ctx < _FILLER + 4 * (SETTLE + ks[-1] + 4):
             raise DrafterCostError(f"a {n_ctx}-token context is too small to measure in")
-        rt.use_sampler(sampler)
+        snap = snap_on = snap_off = head_step = catch_up = with_head = None
         notes: list[str] = []
         with CpuMeter(name_processes=False) as meter:
             say("target: verification and rollback")
             verify, rollback, t1 = _verify_and_rollback(rt, ks, repeats, hybrid)
-            snap = snap_on = snap_off = None
             if hybrid:
                 say("target without snapshots: the snapshot's cost")
-                plain = _runtime(path, n_ctx, threads, gpu_layers, 0)
-                plain.use_sampler(sampler)
-                snap, snap_on, snap_off = _snapshot(rt, plain, ks, repeats)
-                plain.close()
-                plain = None
-            head_step = catch_up = with_head = None
+                snap, snap_on, snap_off = _snapshot(rt, lambda: load(0), ks, repeats)
             if head_info is not None:
                 say(f"drafter: {head_info.name}")
-                d = mtp.MTPDrafter(rt, head_info, k_init=ks[-1], k_max=ks[-1])
-                head_step, catch_up, with_head = _head(rt, d, ks, repeats)
+                head_step, catch_up, with_head = _head(rt, head_info, ks, repeats)
                 if head_info.kind == heads.BUILTIN and not getattr(rt, "load_mtp", False):
                     notes.append(
                         "The built-in head runs on its own load of the target file (mmap: "
@@ -355,10 +220,6 @@ def measure_drafter_costs(
             notes=notes,
         )
     finally:
-        if d is not None:
-            d.close()
-        if plain is not None:
-            plain.close()
         rt.close()
 
 
@@ -393,11 +254,22 @@ def _verify_and_rollback(
 
 
 def _snapshot(
+    snap: ModelRuntime, load_plain: Callable[[], ModelRuntime], ks: Sequence[int], repeats: int
+) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+    """The same round on both loads (the target without snapshots loaded for it, closed
+    after), one after the other: a settled one-token decode and a k + 1 decode, kept (no cut:
+    the load without snapshots cannot cut). The snapshot's cost is the median of the rounds'
+    differences between the two ratios."""
+    plain = load_plain()
+    try:
+        return _snapshot_rounds(snap, plain, ks, repeats)
+    finally:
+        plain.close()
+
+
+def _snapshot_rounds(
     snap: ModelRuntime, plain: ModelRuntime, ks: Sequence[int], repeats: int
 ) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
-    """The same round on both loads, one after the other: a settled one-token decode and a
-    k + 1 decode, kept (no cut: the load without snapshots cannot cut). The snapshot's cost is
-    the median of the rounds' differences between the two ratios."""
     a, b = _Target(snap, None), _Target(plain, None)
     for t in (a, b):
         t.room(0)
@@ -419,6 +291,17 @@ def _snapshot(
 
 
 def _head(
+    rt: ModelRuntime, head: heads.HeadInfo, ks: Sequence[int], repeats: int
+) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
+    """The head's figures, its drafter attached to `rt` for them (closed after)."""
+    d = mtp.MTPDrafter(rt, head, k_init=ks[-1], k_max=ks[-1])
+    try:
+        return _head_rounds(rt, d, ks, repeats)
+    finally:
+        d.close()
+
+
+def _head_rounds(
     rt: ModelRuntime, d: Any, ks: Sequence[int], repeats: int
 ) -> tuple[dict[int, float], dict[int, float], dict[int, float]]:
     """A round per k with the drafter attached: a settled one-token decode (each decode shown
