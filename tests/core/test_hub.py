@@ -24,10 +24,10 @@ from specchat.core.hub.client import (
     group_gguf_files,
     parse_quant,
 )
+from specchat.core.placement.footprint import ModelFootprint
 from specchat.core.placement.memory_plan import (
     Fit,
     MachineMemory,
-    ModelFootprint,
     file_fit,
     machine_memory,
     plan_memory,

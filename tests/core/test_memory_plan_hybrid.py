@@ -40,12 +40,8 @@ from specchat.core.gguf.recurrent import HYBRID_ROLLBACK_TOKENS, state_bytes
 from specchat.core.machine.backend_choice import BuildFacts
 from specchat.core.machine.backend_info import BackendInfo
 from specchat.core.machine.llama_log import LoadReport, capture
-from specchat.core.placement.memory_plan import (
-    MachineMemory,
-    MemoryPlan,
-    ModelFootprint,
-    plan_memory,
-)
+from specchat.core.placement.footprint import ModelFootprint
+from specchat.core.placement.memory_plan import MachineMemory, MemoryPlan, plan_memory
 
 AGREE = 0.15
 GB = 10**9

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from specchat.core.gguf.header import GGUFError, read_gguf_info
 from specchat.core.gguf.recurrent import recurrent_flags
-from specchat.core.placement.memory_plan import ModelFootprint
+from specchat.core.placement.footprint import ModelFootprint
 from specchat.core.units import format_bytes
 
 __all__ = ["TargetFacts", "target_facts", "target_rows"]

@@ -16,7 +16,8 @@ from pathlib import Path
 from specchat.core.gguf.header import read_gguf_info
 from specchat.core.machine.backend_choice import choose_backend, detect_build_facts
 from specchat.core.machine.backend_info import gpu_offload_supported
-from specchat.core.placement.memory_plan import COMPUTE_OVERHEAD, ModelFootprint, detect_vram
+from specchat.core.placement.footprint import COMPUTE_OVERHEAD, ModelFootprint
+from specchat.core.placement.memory_plan import detect_vram
 from specchat.core.units import format_bytes
 
 __all__ = [

@@ -19,12 +19,8 @@ from specchat.core.gguf.header import GGUFInfo, read_gguf_info
 from specchat.core.gguf.sidecar import check_drafter, pairing_name
 from specchat.core.gguf.split_names import model_part_names
 from specchat.core.hub.client import HubClient
-from specchat.core.placement.memory_plan import (
-    MachineMemory,
-    MemoryPlan,
-    ModelFootprint,
-    plan_memory,
-)
+from specchat.core.placement.footprint import ModelFootprint
+from specchat.core.placement.memory_plan import MachineMemory, MemoryPlan, plan_memory
 from specchat.core.placement.suggestions import (
     DraftSuggestion,
     RecommendedPair,
