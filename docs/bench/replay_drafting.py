@@ -62,7 +62,7 @@ def replay(
     stats = GenerationStats(mode=mode.value, prompt_tokens=len(ctx))
     lookup = NgramDrafter(history=history)
     step = DraftStep(GenerationParams(temperature=0.0), cost, stats, ctx)
-    step.prepare(mode, [lookup], t.n_vocab, random.Random(0), frozenset(t.eog))
+    step.prepare(mode, [lookup], t.n_vocab, random.Random(0), frozenset(t.eog), t.ends_paragraph)
     lookup.begin(prompt_ids)
     ctx.append(reply[0])  # the first token comes from the prefill
     stats.tokens, units, passes, drafts = 1, 0.0, 0, []

@@ -65,6 +65,7 @@ class StandIn:
         self.decoded: list[list[int]] = []  # every decode call's tokens
         self.eog = frozenset({EOS})
         self.pieces = PIECES  # what piece() gives, read directly by the decoder
+        self.paragraph_ends: set[int] = set()  # tokens that end a paragraph of prose
 
     def use_sampler(self, spec: object) -> bool:
         return False
@@ -119,3 +120,6 @@ class StandIn:
 
     def piece(self, token: int) -> bytes:
         return PIECES.get(token, b"?")
+
+    def ends_paragraph(self, prev: int, token: int) -> bool:
+        return token in self.paragraph_ends

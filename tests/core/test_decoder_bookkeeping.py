@@ -611,6 +611,47 @@ def test_a_reply_citing_short_lines_grows_no_draft_past_what_its_copies_have_sho
     assert units <= 1.05 * len(reply), (units, drafts)
 
 
+Quoted = tuple[list[list[int]], list[int], list[int]]  # drafts, reply, text
+
+
+def quote_of_paragraphs(mode: Mode, paragraphs: int) -> Quoted:
+    """A reply quoting the first `paragraphs` 30-token paragraphs of a 150-token prompt text
+    word for word, the last without the token that ends it, then ending (EOS), on a 2-core
+    CPU's curve with the estimates at their priors; each paragraph's last token ends it
+    (`ends_paragraph`). The verifications' drafts, the reply and the text."""
+    rng = np.random.default_rng(5)
+    text = [int(x) for x in rng.permutation(np.arange(10, 250))[:150]]
+    reply = text[: 30 * paragraphs - 1] + [EOS]  # (the last paragraph without its end)
+    prompt = PROMPT + text
+    target = StandIn(reply_script(len(prompt), reply))
+    target.n_vocab = 256
+    target.paragraph_ends = {text[i] for i in range(29, 150, 30)}
+    dec = decoder(
+        target, mode, prompt=prompt, cost=cpu_cost_model(), max_tokens=200, lookup_k_max=64
+    )
+    out = [t for ev in dec.run() for t in ev.token_ids]
+    return [call[1:] for call in target.decoded[1:] if len(call) > 1], out, text
+
+
+@pytest.mark.parametrize("mode", [Mode.LOOKUP, Mode.AUTO])
+def test_a_quotes_growth_stops_at_a_paragraphs_end_until_the_reply_copies_past_one(
+    mode: Mode,
+) -> None:
+    """A quote of one paragraph grows its drafts, but the grown draft stops at the paragraph's
+    end, where the reply ends: its drafts run at most 2 tokens past what the reply kept.
+    Fails if a paragraph's end is priced as sure as the rest of a quote (the draft grown from
+    the paragraph's middle runs on into the next one). A quote of three paragraphs is cut at
+    the first paragraph's end only: once the reply has copied past one, a draft goes on
+    through the second's. Fails if every paragraph's end stays priced at its estimate."""
+    drafts, out, text = quote_of_paragraphs(mode, 1)
+    assert out == text[:29]
+    assert sum(map(len, drafts)) <= 29 + 2, drafts
+    drafts, out, text = quote_of_paragraphs(mode, 3)
+    assert out == text[:89]
+    second_end = text[59]
+    assert any(second_end in d[:-1] for d in drafts), drafts
+
+
 def test_lookup_risks_on_fresh_guesses_only_what_the_reply_has_won() -> None:
     """A chat answer with nothing to copy, whose every word the prompt shows followed by
     others: each of Lookup's drafts is a fresh guess (a one-token match) that the target

@@ -206,6 +206,24 @@ def test_lookup_copies_repeated_code(engine: Engine) -> None:
     assert st.accepted > 40
 
 
+def test_a_paragraphs_end_is_told_from_codes_blank_lines(engine: Engine) -> None:
+    """`ends_paragraph` marks the token holding a blank line right after a sentence's end
+    (where a quoted paragraph ends), a closing quote mark between them or not; not a blank
+    line in code, nor one after a docstring's three quote marks, nor a single line break.
+    Fails if every blank line counts (code copies would stop at each) or none does."""
+    t = engine.target
+
+    def marked(text: str) -> int:
+        ids = t.tokenize(text, add_special=False, parse_special=False)
+        return sum(t.ends_paragraph(a, b) for a, b in zip(ids, ids[1:], strict=False))
+
+    assert marked("The shift ended in 2009.\n\nThe cafe closed in the spring.") == 1
+    assert marked('She said "not tonight."\n\nThen she left. Was it late?\n\nNo.') == 2
+    assert marked("    return x\n\n\ndef f():\n    pass\n\nx = f()\n") == 0
+    assert marked('    """Return the total."""\n\n    total = 0\n') == 0
+    assert marked("One line.\nAnother line.\n") == 0
+
+
 def test_target_as_its_own_draft_accepts_almost_everything(small_engine: Engine) -> None:
     """A draft identical to the target (the 0.5B model) must be accepted except at near-ties
     of batched maths."""

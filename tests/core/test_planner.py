@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specchat.core.decoding.drafters.base import DrafterKind
+from specchat.core.decoding.drafters.lookup_proposal import BREAK
 from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.decoding.pricing.cost_model import Costly, CostModel
 from specchat.core.decoding.pricing.risk import longest_within
@@ -169,6 +170,22 @@ def test_a_copys_growth_after_a_refusal_follows_the_curve_not_a_slow_spell() -> 
     assert 0 < earned < 24 and busy.grown(6, classes, run=10, clean=False) == earned
     assert busy.steps.best_chain(LOOKUP, busy.acceptances(LOOKUP, classes))[0] == 0
     assert calm.grown(6, classes, run=10, clean=True) == 24  # a quote's growth: 4 x 6
+
+
+def test_a_quotes_growth_is_priced_at_a_paragraphs_end_by_what_copies_did_there() -> None:
+    """A clean copy's growth is priced with every token kept, but a token that ends a
+    paragraph of prose (class BREAK) at its estimate: before evidence the earned draft stops
+    at the paragraph's end (a quote of one paragraph ends there); once copies have been seen
+    to go on past paragraphs' ends, it grows through. Fails if the paragraph's end is priced
+    as sure (40 = 4 x 10 at once), or if its estimate learns nothing (it stays cut)."""
+    c = "span32/c95"
+    classes = [c] * 12 + [BREAK + c] + [c] * 40
+    cm = planner(CPU)
+    assert 1 <= cm.grown(10, classes) <= 13
+    assert cm.grown(10, [c] * len(classes)) == 40
+    for _ in range(40):
+        cm.observe_accept(LOOKUP, [BREAK + c], 1, 1)
+    assert cm.grown(10, classes) == 40
 
 
 def test_without_a_curve_the_online_line_prices_batches() -> None:

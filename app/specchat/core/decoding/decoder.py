@@ -277,7 +277,7 @@ class Decoder:
         self._runtimes = drafting
         self._readers = [d for d in self.drafters if d.reads_target]
         t = self.target
-        self.step.prepare(self.mode, self.drafters, t.n_vocab, self.rng, t.eog)
+        self.step.prepare(self.mode, self.drafters, t.n_vocab, self.rng, t.eog, t.ends_paragraph)
 
     def _prefill_and_first(self) -> None:
         """Decode what the cache lacks of the prompt and choose the first token from it. What

@@ -7,7 +7,10 @@ risks only what it has won (Auto's drafts, and Lookup's fresh guesses); and a co
 draft was kept whole has earned GROWTH times that length, whatever the budget says, charged to
 the budget only as far as the budget allowed: until the reply's first refused lookup draft as
 far as the curve pays with every token kept, after it as far as the acceptance estimates pay
-with the copy's kept run as evidence (pricing.grown).
+with the copy's kept run as evidence (pricing.grown). A drafted token that ends a paragraph of
+prose is priced at its own class's estimate (`BREAK`: a quote of one paragraph ends there, past
+which the grown draft ran on into the source's next paragraph), until the reply has gone past
+a paragraph's end itself (a quote of several: the others are priced as the copy).
 
 The decoder (decoder.py) asks `choose` before each step and reports how the step went
 (`verified`, `plain`); it knows nothing of the pricing's reasons.
@@ -17,11 +20,12 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from specchat.core.decoding.choosing.backend_sampler import ROWS_MAX
 from specchat.core.decoding.choosing.sampling import Warp
 from specchat.core.decoding.drafters.base import Drafter, DrafterKind, DraftSettings, Proposal
+from specchat.core.decoding.drafters.lookup_proposal import BREAK
 from specchat.core.decoding.pricing.cost_model import Costly, CostModel
 from specchat.core.decoding.pricing.plan import Why
 from specchat.core.decoding.pricing.risk import (
@@ -59,6 +63,8 @@ class DraftStep:
         self._refused = False  # a lookup draft of this reply has been refused
         self._within = ROWS_MAX  # Auto: the longest draft this step's risk budget allowed
         self.risk = RiskBudget(opening_risk(cost.steps))  # what this reply may still lose
+        self._breaks: Callable[[int, int], bool] | None = None  # a token ends a paragraph
+        self._scanned = 0  # the text up to here holds no paragraph's end of the reply's
 
     def prepare(
         self,
@@ -67,12 +73,16 @@ class DraftStep:
         n_vocab: int,
         rng: random.Random,
         ends: frozenset[int] = frozenset(),
+        breaks: Callable[[int, int], bool] | None = None,
     ) -> None:
         """The reply's mode and drafters, as the decoder settled them, and each drafter's
         settings (`n_vocab`: the target's, for a costly drafter without a runtime; `ends`: its
-        end-of-generation tokens)."""
+        end-of-generation tokens; `breaks(prev, token)`: whether a token ends a paragraph of
+        prose, priced in a lookup draft as a class of its own until the reply has gone past
+        one)."""
         p = self.params
-        self.mode, self.drafters = mode, list(drafters)
+        self.mode, self.drafters, self._breaks = mode, list(drafters), breaks
+        self._scanned = len(self.ctx)
         for d in self.drafters:
             if not d.costly:
                 self.settings[d.kind] = DraftSettings(more=self._worth_more, ends=ends)
@@ -111,7 +121,8 @@ class DraftStep:
         d, prop = offer
         if prop.tokens and len(self.ctx) > base:
             right = self.ctx[base] == prop.tokens[0]
-            self.cost.observe_accept(d.kind, [prop.first_class()], 1, int(right))
+            first = self._marked(prop.tokens[:1], [prop.first_class()], base)
+            self.cost.observe_accept(d.kind, first, 1, int(right))
 
     # -- choosing -----------------------------------------------------------------------------
     def choose(self, limit: int) -> Choice:
@@ -190,7 +201,21 @@ class DraftStep:
         if not prop.tokens:
             return prop, []
         cap = copy_cap(self.cost.steps.curve, prop.copy_match())
-        return prop, prop.classes()[:cap]
+        return prop, self._marked(prop.tokens, prop.classes()[:cap], len(self.ctx))
+
+    def _marked(self, tokens: Sequence[int], classes: list[str], at: int) -> list[str]:
+        """The classes of a draft continuing the text's first `at` tokens, those of tokens
+        that end a paragraph marked BREAK, until the reply has gone on past a paragraph's end
+        of its own (a quote of several paragraphs: the others are priced as the copy)."""
+        b, ctx = self._breaks, self.ctx
+        while b is not None and self._scanned < len(ctx):
+            if b(ctx[self._scanned - 1], ctx[self._scanned]):
+                self._breaks = b = None
+            self._scanned += 1
+        if b is None or not at:
+            return classes
+        prev = [self.ctx[at - 1], *tokens]
+        return [BREAK + c if b(p, t) else c for p, t, c in zip(prev, tokens, classes, strict=False)]
 
     def _earned(self, classes: list[str]) -> int:
         """What the copy on offer has earned by the last draft kept whole (pricing.grown),

@@ -53,6 +53,19 @@ class Vocabulary:
         self.pieces[token] = out
         return out
 
+    def ends_paragraph(self, prev: int, token: int) -> bool:
+        """Whether `token` (after `prev`) ends a paragraph of prose: a blank line right after
+        the end of a sentence (where a quoted paragraph ends; code's blank lines follow no
+        full stop)."""
+        piece = self.piece(token)
+        at = piece.find(b"\n\n")
+        if at < 0:
+            return False
+        before = piece[:at].rstrip() or self.piece(prev).rstrip()
+        if before[-1:] in (b'"', b"'", b")"):  # one closing mark ('."'), not a docstring's three
+            before = before[:-1]
+        return before.endswith((b".", b"!", b"?"))
+
     def is_eog(self, token: int) -> bool:
         return token in self.eog
 

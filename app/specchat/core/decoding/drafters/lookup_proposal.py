@@ -19,6 +19,9 @@ CONVERSATION = "conversation"
 HISTORY = "history"
 SPAN = 16  # a match this long is a copy: its continuation beats a more frequent one
 OPENING = "o-"  # the class prefix of an opening guess (Proposal.opening)
+# the class prefix of a token that ends a paragraph of prose (a blank line after a full stop:
+# the decoder's `breaks`): a quote of one paragraph ends there, a quote of several goes on
+BREAK = "b-"
 
 
 @dataclass

@@ -7,8 +7,13 @@ from __future__ import annotations
 import math
 
 from specchat.core.decoding.drafters.base import DrafterKind
-from specchat.core.decoding.drafters.lookup_proposal import OPENING
-from specchat.core.decoding.pricing.tuning import ACCEPT_KEEP, ACCEPT_WEIGHT, COSTLY_PRIOR
+from specchat.core.decoding.drafters.lookup_proposal import BREAK, OPENING
+from specchat.core.decoding.pricing.tuning import (
+    ACCEPT_KEEP,
+    ACCEPT_WEIGHT,
+    BREAK_PRIOR,
+    COSTLY_PRIOR,
+)
 
 # An n-gram token's prior: how often the lookup's next token was the target's own, by the match
 # length behind it, measured at every position of the bundled suite's 19 greedy replies (128
@@ -51,9 +56,12 @@ def expected_tokens(alpha: float, k: int) -> float:
 
 def prior(drafter: str, cls: str) -> float:
     """The acceptance estimate before any evidence: a costly drafter's (one class), or an
-    n-gram class's (`[o-][h-]length/band`, lookup_proposal.confidence_class)."""
+    n-gram class's (`[b-][o-][h-]length/band`, lookup_proposal.confidence_class; `b-`, a
+    token that ends a paragraph, at most BREAK_PRIOR)."""
     if drafter != DrafterKind.LOOKUP:
         return COSTLY_PRIOR.get(drafter, 0.5)
+    if cls.startswith(BREAK):
+        return min(BREAK_PRIOR, prior(drafter, cls.removeprefix(BREAK)))
     length, _, band = cls.rpartition("/")
     opening = length.startswith(OPENING)
     length = length.removeprefix(OPENING).removeprefix("h-")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from specchat.core.decoding.drafters.base import DrafterKind
+from specchat.core.decoding.drafters.lookup_proposal import BREAK
 from specchat.core.decoding.pricing.acceptance import Acceptance, prior
 from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.decoding.pricing.plan import Plan, Why
@@ -167,8 +168,9 @@ class CostModel:
         0 without such a draft."""
         if won <= 0 or not classes:
             return 0
-        if clean:
-            best = self.steps.best_chain(LOOKUP, [1.0] * len(classes))[0]
+        if clean:  # (but a paragraph's end, where a quote of one ends, at its estimate)
+            alphas = [self.acceptance(LOOKUP, c) if c.startswith(BREAK) else 1.0 for c in classes]
+            best = self.steps.best_chain(LOOKUP, alphas)[0]
         else:
             alphas = [
                 (RUN_WEIGHT * a + run) / (RUN_WEIGHT + run)

@@ -17,6 +17,7 @@ OPENING_TOKENS = 24
 NO_SHORT_PAYS_LOOK = 64  # would_draft: how far a curve dear at every short length looks
 UNTRIED_DRAFTS = 3  # a costly drafter with fewer drafts is priced hopefully (one doubt up)
 MEASURE_K = 2  # the draft length an untried costly drafter is measured with
+BREAK_PRIOR = 0.5  # a copied token that ends a paragraph, before evidence (at most this)
 GROWTH = 4  # a lookup draft kept whole lets the next on the same copy be this many times longer
 # ... after a refused lookup draft, as far as the estimates pay with the copy's kept run counted
 # as that many observations beside this many for the estimate (cost_model.grown)
