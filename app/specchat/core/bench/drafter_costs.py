@@ -117,9 +117,11 @@ def _what_to_measure(
     head: bool,
     ks: Sequence[int],
     repeats: int,
+    n_ctx: int,
 ) -> tuple[list[int], heads.HeadInfo | None]:
     """The draft lengths to measure, sorted, and the head that drafts for the target (None:
-    none found, or `head=False`); DrafterCostError where the request cannot be measured."""
+    none found, or `head=False`); DrafterCostError where the request cannot be measured
+    (before anything is loaded)."""
     if not path.is_file():
         raise DrafterCostError(f"no model file at {path}")
     lengths = sorted(set(ks))
@@ -127,6 +129,8 @@ def _what_to_measure(
         raise DrafterCostError("draft lengths are between 1 and 64")
     if repeats < 1:
         raise DrafterCostError("repeats must be at least 1")
+    if n_ctx < _FILLER + 4 * (SETTLE + lengths[-1] + 4):
+        raise DrafterCostError(f"a {n_ctx}-token context is too small to measure in")
     if not head:
         return lengths, None
     try:
@@ -159,7 +163,7 @@ def measure_drafter_costs(
     `doctor --cost-curve` times it). Raises DrafterCostError (or the runtime's ModelLoadError)
     with a readable message."""
     path = Path(target_path)
-    ks, head_info = _what_to_measure(path, drafter, head, ks, repeats)
+    ks, head_info = _what_to_measure(path, drafter, head, ks, repeats, n_ctx)
     say = progress or (lambda _s: None)
 
     def load(rollback: int) -> ModelRuntime:
@@ -177,8 +181,6 @@ def measure_drafter_costs(
                 f"{path.name} keeps {rt.n_rs_seq} state snapshots: a rollback of "
                 f"{ks[-1]} tokens cannot be measured"
             )
-        if n_ctx < _FILLER + 4 * (SETTLE + ks[-1] + 4):
-            raise DrafterCostError(f"a {n_ctx}-token context is too small to measure in")
         snap = snap_on = snap_off = head_step = catch_up = with_head = None
         notes: list[str] = []
         with CpuMeter(name_processes=False) as meter:
