@@ -141,6 +141,8 @@ def test_chat_at_once_while_the_cost_curve_is_measured(
     qtbot.waitUntil(lambda: worker.measuring is None, timeout=MEASURE_MS)
     curve = w.controller.engine.cost_curve
     assert curve is not None and curve.source == "measured" and len(curve.points) == 8
+    # (the worker's last status reaches the panel as a queued event on the GUI thread)
+    qtbot.waitUntil(lambda: not curve_line.isVisible(), timeout=10_000)
     assert not curve_line.isVisible()
     assert len(json.loads((data_dir / STORE_FILE).read_text())["curves"]) == 1
     stats = send(w, "Say bye in three words.")
