@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from specchat.cli.bench_host import add_host_options, host_params, host_passes
+from specchat.cli.bench_resume import add_resume_option, open_journal, resume_settings
 from specchat.cli.common import add_cost_curve_option, add_engine_options, engine_from_args
 from specchat.core.bench.report import build_report, models_info, to_json
 from specchat.core.bench.report_md import to_markdown
@@ -84,6 +85,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     add_cost_curve_option(b)
     add_host_options(b)
+    add_resume_option(b)
     b.add_argument("--json", type=Path, metavar="OUT", help="write the JSON report here")
     b.add_argument("--md", type=Path, metavar="OUT", help="write the Markdown report here")
     b.add_argument("--png", type=Path, metavar="OUT", help="draw a speedup chart (PNG) here")
@@ -187,8 +189,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with engine_from_args(args) as engine:
         if args.modes is None and not engine.has_draft:
             modes = [m for m in modes if m != Mode.DRAFT.value]
+        journal = open_journal(args, engine, suite, modes, peers, params)
         # up to the longest draft either drafter may make (a lookup copy: 64 tokens)
-        curve = use_cost_curve(engine, args.cost_curve, max(args.k_max, params.lookup_k_max))
+        k_max = max(args.k_max, params.lookup_k_max)
+        curve = use_cost_curve(engine, args.cost_curve, k_max, journal.curve if journal else None)
+        if journal is not None:
+            journal.begin(curve)
         floor = host_floor(engine)
         variants: list[Variant] = []
         try:
@@ -207,12 +213,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 pairing=args.pairing,
                 order=args.order,
                 cost_curve=curve,
+                journal=journal,
             )
             host_pass = host_passes(args, params, engine, suite, modes, on_run)
             report = build_report(
                 bench,
                 models=models_info(engine),
-                extra_settings=_extra_settings(args, engine, peers),
+                extra_settings=_extra_settings(args, engine, peers) | resume_settings(journal),
                 host_pass=host_pass,
                 runtime_curves=_runtime_curves(args, engine, curve, variants),
                 host_floor_s=floor,
@@ -223,13 +230,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return _finish_report(args, report)
 
 
-def use_cost_curve(engine: Engine, which: str, k_max: int) -> CostCurve:
+def use_cost_curve(
+    engine: Engine, which: str, k_max: int, earlier: CostCurve | None = None
+) -> CostCurve:
     """Measure the target's cost curve on this machine afresh (the curve policy's `fresh`: a
-    report states its own run's curve, which is kept for the window and `generate`) and price
-    drafting with it, or with a flat one (`which` = flat: an idealised GPU); returns the
+    report states its own run's curve, which is kept for the window and `generate`), or take
+    the one a resumed bench's `earlier` run measured (its pairs were priced with it), and
+    price drafting with it, or with a flat one (`which` = flat: an idealised GPU); returns the
     measured curve."""
-    print("measuring the target's cost curve…", file=sys.stderr, flush=True)
-    curve = CurvePolicy().fresh(engine, k_max)
+    if earlier is not None:
+        curve = earlier
+        print("the cost curve the resumed run measured:", file=sys.stderr)
+    else:
+        print("measuring the target's cost curve…", file=sys.stderr, flush=True)
+        curve = CurvePolicy().fresh(engine, k_max)
     print(curve.describe(), file=sys.stderr)
     engine.use_cost_curve(curve if which == MEASURED else CostCurve.flat())
     if which == FLAT:

@@ -44,6 +44,13 @@ def to_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"- **partial run**: {len(report['runs'])} of {report['planned_runs']} runs measured"
         )
+    resumed = s.get("resume")
+    if resumed and resumed["pairs_kept"]:
+        lines.append(
+            f"- resumed: {resumed['pairs_kept']} pair(s) were measured by an earlier run of this "
+            f"command (started {resumed['first_started_at']}, kept in `{resumed['file']}`); "
+            "the runs of each pair come from one run, side by side"
+        )
     lines += _disturbed_lines(report) + _threads_lines(report) + _reference_warning(report)
     for role, info in report["models"].items():
         if info:

@@ -16,8 +16,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import groupby
-from typing import TypeVar
 
+from specchat.core.bench.journal import Journal
 from specchat.core.bench.results import (
     PreparedPrompt,
     RssSampler,
@@ -25,6 +25,7 @@ from specchat.core.bench.results import (
     Variant,
     tau,
 )
+from specchat.core.bench.schedule import ORDERS, REFERENCE, schedule
 from specchat.core.bench.suite import BenchPrompt, Suite, SuiteError, load_suite, parse_suite
 from specchat.core.decoding.drafters.history_index import HistoryIndex
 from specchat.core.decoding.pricing.cost_curve import CostCurve
@@ -34,6 +35,8 @@ from specchat.core.reply import Reply
 from specchat.core.types import GenerationParams, Mode
 
 __all__ = [
+    "ORDERS",
+    "REFERENCE",
     "BenchPrompt",
     "BenchRun",
     "BenchSettings",
@@ -55,8 +58,6 @@ __all__ = [
 DEFAULT_MAX_TOKENS = 256
 REDO_MAX = 2  # a pair with a run disturbed by other programs is run again up to twice
 WARMUP_TOKENS = 8
-REFERENCE = Mode.OFF.value  # the label every other variant is paired with
-ORDERS = ("rotate", "fixed")
 MeterFactory = Callable[[], CpuMeter]  # measures others' CPU use during one metered run
 
 
@@ -107,7 +108,6 @@ class EngineVariant:
 
 # -- the interleaved runner -----------------------------------------------------------------
 OnRun = Callable[[RunResult, int, int], None]  # (result, runs done, runs in all)
-P = TypeVar("P")
 
 
 @dataclass
@@ -174,49 +174,6 @@ def parse_modes(text: str | Sequence[str]) -> list[str]:
     return out
 
 
-def schedule(
-    prompts: Sequence[P],
-    labels: Sequence[str],
-    repeats: int,
-    pairing: str = "block",
-    order: str = "rotate",
-) -> list[tuple[int, P, str, int]]:
-    """(repeat, prompt, variant label, pair) in running order, per repeat and prompt (a block):
-    ``pairing="alternate"``: ``off, A, off, B, …`` (each variant right after its own off run),
-    and every second repeat ``A, off, B, off, …`` (whatever favours the first or the second run
-    of a pair cancels out over the repeats);
-    ``pairing="block"``: ``off, A, B, …`` (every variant against the off run of its block; half
-    the runs, for suites with many variants). With only the reference, one run per prompt and
-    repeat. ``order="rotate"``: block i starts at variant i (``B, …, off, A`` in block 2), so
-    what runs before each variant, the reference included, changes from block to block;
-    ``order="fixed"``: every block in the order given."""
-    if pairing not in ("block", "alternate"):
-        raise ValueError(f"pairing must be block or alternate, not {pairing!r}")
-    if order not in ORDERS:
-        raise ValueError(f"order must be rotate or fixed, not {order!r}")
-    out: list[tuple[int, P, str, int]] = []
-    pair = block = 0
-    others = [lab for lab in labels if lab != REFERENCE]
-    for rep in range(repeats):
-        for p in prompts:
-            if not others or pairing == "block":
-                turn = _turned([REFERENCE, *others], block if order == "rotate" else 0)
-                out += [(rep, p, lab, pair) for lab in turn]
-                pair += 1
-            else:
-                for lab in _turned(others, block if order == "rotate" else 0):
-                    two = [(rep, p, REFERENCE, pair), (rep, p, lab, pair)]
-                    out += two[::-1] if rep % 2 else two
-                    pair += 1
-            block += 1
-    return out
-
-
-def _turned(items: Sequence[str], by: int) -> list[str]:
-    k = by % len(items)
-    return [*items[k:], *items[:k]]
-
-
 def run_bench(
     engine: Engine,
     suite: Suite,
@@ -234,11 +191,13 @@ def run_bench(
     cost_curve: CostCurve | None = None,
     redo_busy: int = REDO_MAX,
     meter: MeterFactory = CpuMeter,
+    journal: Journal | None = None,
 ) -> BenchRun:
     """Measure `modes` of `engine` (and any peer variants) on every prompt of `suite`.
     `cost_curve`: the machine's, measured, for the report's ceilings (the planner uses what
     the engine was given: `Engine.use_cost_curve`). `redo_busy`: how many times a pair that
-    other programs disturbed is run again. `order`: see `schedule`."""
+    other programs disturbed is run again. `order`: see `schedule`. `journal`: where each
+    measured pair is kept, and the pairs an earlier run of the same bench measured."""
     settings = BenchSettings(repeats, max_tokens, params or GenerationParams(), warmup).validate()
     mode_labels = parse_modes(modes)
     if Mode.DRAFT.value in mode_labels and not engine.has_draft:
@@ -261,6 +220,7 @@ def run_bench(
         fatal=lambda v: isinstance(v, EngineVariant),
         redo_busy=redo_busy,
         meter=meter,
+        journal=journal,
     )
     bench.cost_curve = cost_curve
     planner = engine.cost_curve
@@ -281,17 +241,23 @@ def measure(
     fatal: Callable[[Variant], bool] = lambda v: False,
     redo_busy: int = REDO_MAX,
     meter: MeterFactory = CpuMeter,
+    journal: Journal | None = None,
 ) -> BenchRun:
     """Run the schedule over `variants` (the reference first): warm-up, then every planned run.
     A variant's failure skips that run unless `fatal(variant)` (SpecChat's own engine: a bug
     there must not hide); Ctrl+C or `cancel` keeps what was measured so far. A pair in which
     other programs took more than busy.BUSY_SHARE of the CPU during one of its metered runs
     is run again (at most REDO_MAX times; what the last try measured is kept, marked busy).
-    `meter` makes the CPU meter of each metered run."""
+    `meter` makes the CPU meter of each metered run. A pair `journal` holds is taken from it,
+    not measured; each pair measured is added to it."""
     labels = list(variants)
     plan = schedule(prompts, labels, settings.repeats, pairing, order)
     started, t0 = time.time(), time.perf_counter()
-    if settings.warmup and prompts:
+    pairs = {item[3] for item in plan}
+    kept: dict[int, list[RunResult]] = {}  # pairs an earlier run of the same bench measured
+    if journal is not None:
+        kept = {n: measured for n in pairs if (measured := journal.done(n)) is not None}
+    if settings.warmup and len(kept) < len(pairs):
         # Touch every model's weights once (they are mmapped) so the first pair is not cold.
         short = settings.params.with_(max_tokens=WARMUP_TOKENS)
         for v in variants.values():
@@ -302,8 +268,12 @@ def measure(
     redone = done = 0
     got: list[RunResult] = []  # the pair being measured
     try:
-        for _, taken in groupby(plan, key=lambda item: item[3]):  # a pair: runs side by side
+        for number, taken in groupby(plan, key=lambda item: item[3]):  # a pair: side by side
             pair_plan = list(taken)
+            if number in kept:  # measured by an earlier run of the same bench
+                runs += kept[number]
+                done += len(pair_plan)
+                continue
             for attempt in range(redo_busy + 1):
                 got = []
                 for rep, prompt, label, pair in pair_plan:
@@ -321,6 +291,8 @@ def measure(
                     break
                 redone += 1
                 print(_again(busy[0], attempt + 1 == redo_busy), file=sys.stderr, flush=True)
+            if journal is not None:
+                journal.add(number, got)
             runs += got
             got = []
             done += len(pair_plan)
