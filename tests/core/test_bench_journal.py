@@ -208,3 +208,17 @@ def test_the_command_resumes_with_the_earlier_runs_and_curve(
     assert main([*common, "--max-tokens", "9"]) != 0
     err = capsys.readouterr().err
     assert "other settings (sampling: [8," in err and "Traceback" not in err
+
+
+def test_other_code_is_another_bench(tmp_path: Path, monkeypatch) -> None:
+    import specchat
+    from specchat.cli.bench_resume import code_fingerprint
+
+    package = tmp_path / "specchat"
+    (package / "core").mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "core" / "draft.py").write_text("K = 8\n", encoding="utf-8")
+    monkeypatch.setattr(specchat, "__file__", str(package / "__init__.py"))
+    before = code_fingerprint()
+    (package / "core" / "draft.py").write_text("K = 9\n", encoding="utf-8")
+    assert code_fingerprint() != before

@@ -4,6 +4,7 @@ holds pairs of the same bench, measure only the rest (core/bench/journal.py)."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -50,6 +51,7 @@ def open_journal(
             for role, m in models.items()
         },
         "machine": machine_id(),
+        "specchat": code_fingerprint(),
         "prompts": [[p.id, prompt_digest(p)] for p in suite.prompts],
         "modes": list(modes),
         "peers": [list(peers), args.peer_k, args.ngram_peer_settings],
@@ -68,6 +70,21 @@ def open_journal(
             file=sys.stderr,
         )
     return journal
+
+
+def code_fingerprint() -> str:
+    """SpecChat's version and a digest of its Python sources: a run resumed by other code
+    would mix two programs' figures in one report."""
+    import specchat
+
+    digest = hashlib.sha256()
+    root = Path(specchat.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        try:
+            digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
+        except OSError:
+            continue
+    return f"{specchat.__version__} {digest.hexdigest()[:12]}"
 
 
 def resume_settings(journal: Journal | None) -> dict[str, Any]:
