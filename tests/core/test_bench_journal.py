@@ -222,3 +222,11 @@ def test_other_code_is_another_bench(tmp_path: Path, monkeypatch) -> None:
     before = code_fingerprint()
     (package / "core" / "draft.py").write_text("K = 9\n", encoding="utf-8")
     assert code_fingerprint() != before
+
+
+def test_a_remote_bench_is_not_resumed_silently(tmp_path: Path, capsys) -> None:
+    journal = tmp_path / "bench.journal"
+    rc = main(["bench", "--server", "http://127.0.0.1:9", "--resume", str(journal)])
+    err = capsys.readouterr().err
+    assert rc != 0 and "--resume continues a local bench" in err and "Traceback" not in err
+    assert not journal.exists()

@@ -368,6 +368,8 @@ def cmd_bench_remote(args: argparse.Namespace, suite) -> int:
 
     if args.peers:
         raise ValueError("--peers measures local runners: it does not go with --server")
+    if args.resume:
+        raise ValueError("--resume continues a local bench: it does not go with --server")
     params = _params(args)
     BenchSettings(args.repeats, args.max_tokens, params).validate()
     with engine_from_args(args) as engine:
