@@ -17,8 +17,6 @@ from specchat.core.bench.native_peers import (
 from specchat.core.bench.report import (
     build_report,
     first_divergence,
-    geomean,
-    median,
     models_info,
     overall,
     records,
@@ -39,6 +37,7 @@ from specchat.core.bench.runner import (
     run_bench,
     schedule,
 )
+from specchat.core.bench.stats import geomean, median
 from specchat.core.bench.suite import KINDS
 
 GOOD = '''

@@ -24,6 +24,7 @@ from typing import Any
 
 from specchat.core.bench.results import SERVER_OFF, RunResult
 from specchat.core.bench.runner import REFERENCE
+from specchat.core.bench.stats import median
 
 __all__ = ["DEFINITIONS", "SPREAD_FLOOR", "TTFT_LIMIT", "reference_checks"]
 
@@ -39,17 +40,9 @@ DEFINITIONS = {
 }
 
 
-def _median(xs: Sequence[float]) -> float | None:
-    v = sorted(xs)
-    if not v:
-        return None
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
-
-
 def _spread(xs: Sequence[float]) -> float:
     """(highest - lowest) / median of a variant's repeats (0 for one run)."""
-    med = _median(xs)
+    med = median(xs)
     return (max(xs) - min(xs)) / med if med and len(xs) > 1 else 0.0
 
 
@@ -58,16 +51,16 @@ def _check(prompt_id: str, runs: Sequence[RunResult]) -> dict[str, Any] | None:
     if not off:
         return None
     server = [r for r in runs if r.label == SERVER_OFF and r.tokens_per_s > 0]
-    off_tps = _median([r.tokens_per_s for r in off])
-    server_tps = _median([r.tokens_per_s for r in server])
+    off_tps = median([r.tokens_per_s for r in off])
+    server_tps = median([r.tokens_per_s for r in server])
     ratio = off_tps / server_tps if off_tps and server_tps else None
     spread = max(
         SPREAD_FLOOR,
         _spread([r.tokens_per_s for r in off]),
         _spread([r.tokens_per_s for r in server]),
     )
-    off_ttft = _median([r.ttft_s for r in off if r.ttft_s is not None])
-    peers_ttft = _median([r.ttft_s for r in runs if r.label != REFERENCE and r.ttft_s is not None])
+    off_ttft = median([r.ttft_s for r in off if r.ttft_s is not None])
+    peers_ttft = median([r.ttft_s for r in runs if r.label != REFERENCE and r.ttft_s is not None])
     ttft_ratio = off_ttft / peers_ttft if off_ttft and peers_ttft else None
     few = [r for r in off if 0 < r.threads < r.threads_wanted]
     why = []
@@ -115,7 +108,7 @@ def reference_checks(prompt_ids: Sequence[str], runs: Sequence[RunResult]) -> di
     ratios = [c["off_vs_server_off"] for c in prompts if c["off_vs_server_off"] is not None]
     return {
         "prompts": prompts,
-        "off_vs_server_off_median": _median(ratios),
+        "off_vs_server_off_median": median(ratios),
         "off_vs_server_off_lowest": min(ratios) if ratios else None,
         "out_of_line": sum(1 for c in prompts if c["out_of_line"]),
     }

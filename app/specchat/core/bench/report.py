@@ -19,13 +19,15 @@ import json
 import math
 import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from specchat.core.bench import ceilings, reference
+from specchat.core.bench.host_overhead import host_overhead
 from specchat.core.bench.machine import machine_info
 from specchat.core.bench.runner import REFERENCE, BenchRun, RunResult
+from specchat.core.bench.stats import geomean, median, ratio
 from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.engines.local import Engine
 from specchat.core.machine.busy import BUSY_SHARE
@@ -68,29 +70,7 @@ DEFINITIONS = {
 }
 
 
-# -- small statistics -----------------------------------------------------------------------
-def median(xs: Iterable[float]) -> float | None:
-    v = sorted(xs)
-    if not v:
-        return None
-    mid = len(v) // 2
-    return v[mid] if len(v) % 2 else (v[mid - 1] + v[mid]) / 2
-
-
-def geomean(xs: Iterable[float | None]) -> float | None:
-    """Geometric mean of the positive finite values (None when there are none)."""
-    v = [x for x in xs if x is not None and math.isfinite(x) and x > 0]
-    if not v:
-        return None
-    return math.exp(sum(math.log(x) for x in v) / len(v))
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    if a is None or b is None or b <= 0 or not math.isfinite(a) or not math.isfinite(b):
-        return None
-    return a / b
-
-
+# -- text agreement --------------------------------------------------------------------------
 def first_divergence(a: Sequence[int], b: Sequence[int]) -> int | None:
     """Index of the first differing token, or None when the sequences are equal."""
     for i, (x, y) in enumerate(zip(a, b, strict=False)):
@@ -257,53 +237,6 @@ def overall(bench: BenchRun, recs: Sequence[dict[str, Any]]) -> dict[str, dict[s
             },
         }
     return out
-
-
-# Host ms per generated token in the decode phase: T = 0 without a penalty; else the other.
-HOST_BUDGET_MS = {0.0: 0.12}
-HOST_BUDGET_SAMPLED_MS = 0.30
-
-
-def host_overhead(passes: Sequence[BenchRun]) -> list[dict[str, Any]]:
-    """Per SpecChat mode, temperature and repeat penalty: host time per generated token in the
-    decode phase (wall time outside llama_decode after the first token), median over runs, the
-    whole-request figure beside it, the set-up before the first token (ms per request), and the
-    budget."""
-    rows = []
-    for bench in passes:
-        temp = bench.settings.params.temperature
-        penalty = bench.settings.params.repeat_penalty
-        sampled = temp > 0.0 or penalty != 1.0
-        budget = HOST_BUDGET_SAMPLED_MS if sampled else HOST_BUDGET_MS.get(temp, 0.12)
-        for label in bench.labels:
-            runs = [
-                r
-                for r in bench.runs
-                if r.label == label and r.runner == "specchat" and r.host_ms_per_token is not None
-            ]
-            if not runs:
-                continue
-            decode = [r.decode_host_ms for r in runs if r.decode_host_ms is not None]
-            host = median(decode) if decode else None
-            rows.append(
-                {
-                    "mode": label,
-                    "temperature": temp,
-                    "repeat_penalty": penalty,
-                    "runs": len(runs),
-                    "decode_host_ms": host,
-                    "decode_host_ms_max": max(decode) if decode else None,
-                    "host_ms_per_token": median(
-                        r.host_ms_per_token for r in runs if r.host_ms_per_token is not None
-                    ),
-                    "setup_host_ms": median(
-                        r.setup_host_ms for r in runs if r.setup_host_ms is not None
-                    ),
-                    "budget_ms": budget,
-                    "within_budget": host is not None and host <= budget,
-                }
-            )
-    return rows
 
 
 # -- the whole report -----------------------------------------------------------------------
