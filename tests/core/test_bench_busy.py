@@ -8,6 +8,7 @@ other work happened to disturb. The meter against real processes: test_busy_thre
 
 from __future__ import annotations
 
+from benchsuite import TWO_PROMPTS
 from busyload import ScriptedCpu
 
 from specchat.core.bench.report import build_report
@@ -17,26 +18,11 @@ from specchat.core.bench.runner import (
     PreparedPrompt,
     RunResult,
     measure,
-    parse_suite,
 )
 from specchat.core.machine.busy import BUSY_SHARE, CpuMeter
 from specchat.core.types import GenerationParams
 
-SUITE = parse_suite(
-    """
-name = "two"
-
-[[prompts]]
-id = "a"
-kind = "code"
-prompt = "x"
-
-[[prompts]]
-id = "b"
-kind = "chat"
-prompt = "y"
-"""
-)
+SUITE = TWO_PROMPTS
 BUSY_S, QUIET_S = 0.6, 0.3
 
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
+from benchsuite import TWO_PROMPTS
 
 from specchat.cli.main import main
 from specchat.core.bench.journal import Journal, JournalError
@@ -22,25 +23,10 @@ from specchat.core.bench.runner import (
     PreparedPrompt,
     RunResult,
     measure,
-    parse_suite,
 )
 from specchat.core.types import GenerationParams
 
-SUITE = parse_suite(
-    """
-name = "two"
-
-[[prompts]]
-id = "a"
-kind = "code"
-prompt = "x"
-
-[[prompts]]
-id = "b"
-kind = "chat"
-prompt = "y"
-"""
-)
+SUITE = TWO_PROMPTS
 IDENTITY = {"modes": ["off", "auto"], "models": {"target": ["t.gguf", 1]}}
 
 
