@@ -20,7 +20,7 @@ Both take, for the draft after a target pass, the target's hidden state of the r
 produced the last accepted token: the post-norm state llama.cpp calls "nextn embeddings"
 (`llama_set_embeddings_nextn(ctx, true, masked)` on the target's context, read with
 `llama_get_embeddings_nextn_ith`). Those two calls live in llama.cpp's staging header
-(`src/llama-ext.h`): they are C++ symbols, resolved here by their mangled names.
+(`src/llama-ext.h`): they are C++ symbols, resolved by their mangled names (`nextn_ext.py`).
 
 A head step decodes one token with a hidden state attached: a `llama_batch` carrying both
 `token` and `embd` (llama.cpp reads such a batch as token + state; the `llama_batch_ext` route
@@ -44,56 +44,12 @@ from specchat.core.decoding.choosing.sampling import confidence
 from specchat.core.decoding.config import ModelLoadError
 from specchat.core.decoding.drafters.base import DrafterKind, DraftSettings, Proposal
 from specchat.core.decoding.drafters.heads import ASSISTANT, BUILTIN, HeadInfo
+from specchat.core.decoding.drafters.nextn_ext import NextnCalls, target_handles
 from specchat.core.decoding.runtime import ModelRuntime, model_params
 
 __all__ = ["MTPDrafter"]
 
 Rows = npt.NDArray[np.float32]
-
-
-# -- llama.cpp's staging calls (src/llama-ext.h: C++ linkage, so mangled names) -------------
-
-_EXT_NAMES = {
-    "llama_set_embeddings_nextn": (
-        "llama_set_embeddings_nextn",
-        "_Z26llama_set_embeddings_nextnP13llama_contextbb",
-        "?llama_set_embeddings_nextn@@YAXPEAUllama_context@@_N1@Z",
-    ),
-    "llama_get_embeddings_nextn_ith": (
-        "llama_get_embeddings_nextn_ith",
-        "_Z30llama_get_embeddings_nextn_ithP13llama_contexti",
-        "?llama_get_embeddings_nextn_ith@@YAPEAMPEAUllama_context@@H@Z",
-    ),
-}
-
-
-class _Ext:
-    """The two staging calls, as plain ctypes functions (an address comes back as an int)."""
-
-    def __init__(self, lib: Any) -> None:
-        def find(key: str) -> Any:
-            for name in _EXT_NAMES[key]:
-                fn = getattr(lib, name, None)
-                if fn is not None:
-                    return fn
-            raise ModelLoadError(
-                f"this llama.cpp build does not export {key}: MTP and assistant drafting "
-                "need llama-cpp-python 0.3.36's library"
-            )
-
-        self.set_nextn = find("llama_set_embeddings_nextn")
-        self.set_nextn.argtypes = [ctypes.c_void_p, ctypes.c_bool, ctypes.c_bool]
-        self.set_nextn.restype = None
-        self.nextn_ith = find("llama_get_embeddings_nextn_ith")
-        self.nextn_ith.argtypes = [ctypes.c_void_p, ctypes.c_int32]
-        self.nextn_ith.restype = ctypes.c_void_p
-
-
-def _target_handles(rt: ModelRuntime) -> tuple[Any, Any]:
-    """The target's llama_context and llama_model pointers."""
-    ctx = getattr(rt, "ctx_ptr", None) or rt._ctx_ptr
-    model = getattr(rt, "model_ptr", None) or rt._model.model
-    return ctx, model
 
 
 class MTPDrafter:
@@ -122,8 +78,8 @@ class MTPDrafter:
         self.target = target
         self.k_max, self.k, self._ema = k_max, k_init, float(k_init)
         self.shared_kv = head.kind == ASSISTANT
-        self._ext = _Ext(llama_cpp.llama_cpp._lib)
-        t_ctx, t_model = _target_handles(target)
+        self._ext = NextnCalls(llama_cpp.llama_cpp._lib)
+        t_ctx, t_model = target_handles(target)
         self._t_ctx = t_ctx
         self.n_embd = int(llama_cpp.llama_model_n_embd_out(t_model))
         self._model: Any = None  # the head's own llama_model (a separate file, or a copy)
