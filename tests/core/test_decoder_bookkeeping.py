@@ -699,3 +699,48 @@ def test_lookup_drafts_nothing_past_the_end_of_the_reply(mode: Mode) -> None:
     verified = [call for call in target.decoded[1:] if len(call) > 1]
     assert verified and any(EOS in call for call in verified)  # the end was drafted
     assert all(EOS not in call or call[-1] == EOS for call in verified), verified
+
+
+def test_auto_drafts_again_on_a_copy_it_has_followed_since_a_refusal() -> None:
+    """A reply that opens with 8 words of an earlier answer in the prompt (the copy grows: 1
+    then 3 tokens kept, and its grown draft is refused where the reply leaves it) and then
+    quotes 40 tokens of another text in the prompt word for word, in Auto on the 2-core EPYC's
+    measured curve with the estimates at their priors. The refusal spends the reply's risk
+    budget, which refills by SHARE of a decode a token; the quote's first draft comes once the
+    reply has followed it for FOLLOWED tokens: FOLLOWED_K token(s), kept, then grown as a copy
+    kept whole. Fails if the budget alone decides (on this curve the first draft then waits
+    three tokens longer; on conv-reference-quote's reply, to the reply's end)"""
+    from specchat.core.decoding.pricing.cost_curve import CostCurve
+    from specchat.core.decoding.pricing.tuning import FOLLOWED, FOLLOWED_K
+
+    # the 2-core EPYC's measured curve (bench's default suite)
+    epyc = ((1, 1.0), (2, 1.85), (5, 3.34), (9, 6.83), (17, 9.84), (33, 17.56), (65, 28.55))
+    cm = CostModel().steady(t1=0.05, host=0.0).use_curve(CostCurve(epyc, t1_s=0.05))
+
+    rng = np.random.default_rng(3)
+    words = [int(x) for x in rng.permutation(np.arange(10, 250))[:100]]
+    earlier, quoted = words[:30], words[30:90]
+    prompt = PROMPT + earlier + [3] + quoted + [4]
+    opening = 8
+    reply = earlier[:opening] + [5] + quoted[:40]
+    quote = opening + 1  # where the quote starts
+    target = StandIn(reply_script(len(prompt), reply))
+    target.n_vocab = 256
+    dec = decoder(
+        target, Mode.AUTO, prompt=prompt, cost=cm, max_tokens=len(reply),
+        lookup_k_max=64,
+    )  # fmt: skip
+    events = list(dec.run())
+    assert [t for ev in events for t in ev.token_ids] == reply
+    done, calls = len(events[0].token_ids), []  # (position, tokens sent, tokens produced)
+    for call, ev in zip(target.decoded[1:], events[1:], strict=False):
+        calls.append((done, len(call), len(ev.token_ids)))
+        done += len(ev.token_ids)
+    refused = [c for c in calls if c[1] > 1 and c[2] < c[1]]
+    assert refused and sum(refused[0][::2]) - 1 == opening, calls  # refused where it left
+    in_quote = [c for c in calls if c[0] >= quote]
+    # the first draft of the quote: FOLLOWED_K token(s) once the reply has followed it for
+    # FOLLOWED tokens (the budget alone waits longer), kept, and grown from there
+    first = next(i for i, (_, n, _) in enumerate(in_quote) if n > 1)
+    assert in_quote[first] == (quote + FOLLOWED, 1 + FOLLOWED_K, 1 + FOLLOWED_K), calls
+    assert max(n for _, n, got in in_quote[first + 1 :] if got == n) > 1 + FOLLOWED_K, calls

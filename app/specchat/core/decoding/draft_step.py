@@ -12,6 +12,12 @@ prose is priced at its own class's estimate (`BREAK`: a quote of one paragraph e
 which the grown draft ran on into the source's next paragraph), until the reply has gone past
 a paragraph's end itself (a quote of several: the others are priced as the copy).
 
+After a refusal has spent Auto's budget, a copy the reply has followed token by token for
+FOLLOWED tokens since (not the refused one) drafts FOLLOWED_K tokens where the budget falls
+short of their refusal by at most OVERDRAW decodes, and grows from there if they are kept: a
+reply that opens with a refused copy of an earlier answer and then quotes the system prompt
+is not left without drafts to its end.
+
 The decoder (decoder.py) asks `choose` before each step and reports how the step went
 (`verified`, `plain`); it knows nothing of the pricing's reasons.
 """
@@ -34,6 +40,7 @@ from specchat.core.decoding.pricing.risk import (
     longest_within,
     opening_risk,
 )
+from specchat.core.decoding.pricing.tuning import FOLLOWED, FOLLOWED_K, OVERDRAW
 from specchat.core.types import GenerationParams, GenerationStats, Mode
 
 NOTE_EVERY = 8  # Auto: steps between formatting the reason of an unchanged choice
@@ -61,6 +68,7 @@ class DraftStep:
         self._won = 0  # the last lookup draft's length, if it was kept whole (else 0)
         self._run = 0  # drafted tokens the current copy has kept in a row (with _won)
         self._refused = False  # a lookup draft of this reply has been refused
+        self._since_refusal = 0  # tokens the reply has produced since that refusal
         self._within = ROWS_MAX  # Auto: the longest draft this step's risk budget allowed
         self.risk = RiskBudget(opening_risk(cost.steps))  # what this reply may still lose
         self._breaks: Callable[[int, int], bool] | None = None  # a token ends a paragraph
@@ -101,7 +109,9 @@ class DraftStep:
         """A verification of k drafted tokens kept `accepted` and produced `produced` tokens."""
         self._won = k if accepted == k and not drafter.costly else 0
         self._run = self._run + k if self._won else 0
-        self._refused |= accepted < k and not drafter.costly
+        refused = accepted < k and not drafter.costly
+        self._refused |= refused
+        self._since_refusal = 0 if refused else self._since_refusal + produced
         # (a copy's earned growth is charged as the draft the budget allowed)
         self.risk.step(produced, self.cost.steps.step_units(drafter.kind, min(k, self._within)))
 
@@ -110,6 +120,7 @@ class DraftStep:
         draft to draft."""
         self.risk.step(1, 1.0)
         self._won = self._run = 0
+        self._since_refusal += 1
 
     def judge_unsent(self, sent_by: Drafter | None, base: int) -> None:
         """A free drafter's proposal not verified is judged anyway by the token the step
@@ -170,6 +181,8 @@ class DraftStep:
         if lookup is not None and plan.drafter in (None, lookup.kind):
             # a copy kept whole so far drafts at least as far as it has earned
             k = max(plan.k if plan.drafter is not None else 0, self._earned(classes))
+            if not k and self._followed(prop):  # a copy followed since a refusal: a short draft
+                k = min(FOLLOWED_K, len(prop.tokens))
             if k:
                 self.stats.k_current, self._rest = k, 0
                 return lookup, self._sent(prop.cut(k)), classes
@@ -224,6 +237,18 @@ class DraftStep:
         if not self._won:
             return 0
         return self.cost.grown(self._won, classes, self._run, clean=not self._refused)
+
+    def _followed(self, prop: Proposal) -> bool:
+        """Whether the copy on offer is one the reply has followed, token by token, for
+        FOLLOWED tokens since its last refused lookup draft (not the refused draft's copy):
+        such a copy drafts FOLLOWED_K tokens though the risk budget falls short of their
+        refusal by up to OVERDRAW decodes (a reply loses at most that much more than its
+        budget), then grows as a copy kept whole does (`_earned`)."""
+        match = prop.copy_match()
+        if not self._refused or prop.is_guess() or not FOLLOWED <= match <= self._since_refusal:
+            return False
+        loss = self.cost.steps.step_units(DrafterKind.LOOKUP, FOLLOWED_K) - 1.0
+        return loss <= self.risk.left + OVERDRAW
 
     def _sent(self, draft: Proposal) -> Proposal:
         if draft.tokens:

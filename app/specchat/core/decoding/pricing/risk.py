@@ -1,7 +1,8 @@
 """What drafts may risk where a refused draft costs (a CPU's cost curve): a copy earns its
 length, and a reply risks only what it has won. Auto keeps every draft within the budget but
-one on a copy kept whole so far; Lookup's own mode keeps its fresh guesses within it (a draft
-with no copy behind it: a chat answer's are mostly refused).
+one on a copy kept whole so far, and a one-token draft on a copy followed for a while since
+the reply's last refused draft (draft_step); Lookup's own mode keeps its fresh guesses within
+it (a draft with no copy behind it: a chat answer's are mostly refused).
 
 A draft refused at its first token costs a whole verification for one token: on a 2-core CPU
 a 31-token draft costs ~16 one-token decodes. The cost model's acceptance estimates are pooled

@@ -46,3 +46,10 @@ COSTLY_PRIOR = {"draft": 0.6, "mtp": 0.6}  # a costly drafter's acceptance befor
 SLOW_START = 2  # the longest lookup draft on a copy not yet shown to go on
 START = 1.7  # one-token decodes a reply may lose before it has won anything (a 2-token draft)
 SHARE = 0.01  # and this share of every token it has produced
+# Auto, after a refused lookup draft: a copy the reply has followed for this many tokens since
+# drafts FOLLOWED_K token(s) though the budget falls short of its refusal by up to OVERDRAW
+# one-token decodes (draft_step._followed; the replays that chose them: docs/benchmarks.md,
+# "Why Auto drafts what it drafts")
+FOLLOWED = 12
+FOLLOWED_K = 1
+OVERDRAW = 1.0
