@@ -135,4 +135,4 @@ def test_a_quiet_machine_runs_every_pair_once() -> None:
     assert (auto_rec["speedup_low"], auto_rec["speedup_high"]) == (1.1, 1.1)
     md = to_markdown(report)
     assert "| a | code | auto |" in md and "1.10× (1.10–1.10)" in md
-    assert "- other programs: at most 0.0% of the CPU during any of SpecChat's runs" in md
+    assert "- other programs: at most 0.0% of the CPU during any run" in md

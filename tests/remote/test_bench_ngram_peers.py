@@ -3,7 +3,14 @@ packaging/build-llama-server.sh), fed the same token ids as SpecChat."""
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
+
+import psutil
 
 from specchat.core.bench.runner import PreparedPrompt
 from specchat.core.bench.server_peers import LlamaServerPeer, draft_length_args, ngram_peers
@@ -79,3 +86,98 @@ def test_an_ngram_mod_peer_starts_every_run_with_an_empty_pool(
         peer.close()
     assert second.text == first.text
     assert (second.drafted, second.accepted) == (first.drafted, first.accepted)
+
+
+ONE_PROMPT = """
+name = "one"
+
+[[prompts]]
+id = "cat"
+kind = "quote"
+prompt = "Repeat exactly: the cat sat on the mat, the cat sat on the mat."
+"""
+
+
+def test_a_bench_stopped_by_sigterm_reports_and_stops_its_servers(
+    llama_server_bin: Path, model_paths, tmp_path: Path
+) -> None:
+    """`kill PID` stops a bench as Ctrl+C does: the report of the runs measured so far is
+    written and every llama-server peer is stopped. Without it the process dies at once, no
+    report, and its servers (each with the model loaded) run on."""
+    suite = tmp_path / "one.toml"
+    suite.write_text(ONE_PROMPT, encoding="utf-8")
+    out = tmp_path / "partial.json"
+    cmd = [sys.executable, "-m", "specchat.cli.main", "bench", "--suite", str(suite),
+           "--target", str(model_paths[1]), "--no-draft", "--modes", "off", "--repeats", "3",
+           "--no-warmup", "--ctx", "1024", "--max-tokens", "8", "--peers", "llama.cpp-ngram",
+           "--ngram-peer-settings", "defaults", "--llama-server", str(llama_server_bin),
+           "--json", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    watchdog = threading.Timer(600, proc.kill)  # a hung bench fails the test, not the session
+    watchdog.start()
+    servers: list[psutil.Process] = []
+    try:
+        lines = []
+        for line in proc.stderr:
+            lines.append(line)
+            if line.startswith("[1/"):  # the first run is measured: the peers are all up
+                break
+        servers = [p for p in psutil.Process(proc.pid).children(recursive=True)
+                   if "llama-server" in p.name()]  # fmt: skip
+        assert len(servers) >= 2, "".join(lines)  # llama.cpp:server-off and the n-gram modes
+        proc.send_signal(signal.SIGTERM)
+        err = "".join(lines) + proc.stderr.read()
+        rc = proc.wait()
+    finally:
+        watchdog.cancel()
+        alive = [p for p in servers if _running(p)]
+        for p in alive:
+            p.kill()
+        if proc.poll() is None:
+            proc.kill()
+    assert not alive, f"{len(alive)} llama-server peer(s) left running"
+    assert rc == 130, err
+    assert "interrupted: the report covers the runs measured so far" in err
+    assert "Traceback" not in err
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["complete"] is False and len(report["runs"]) >= 1
+
+
+def _running(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_peers_runs_are_metered_with_its_server_counted_as_the_benchs_own(
+    llama_server_bin: Path, engine
+) -> None:
+    """A llama-server peer's runs are metered as SpecChat's are (a pair that other programs
+    disturbed during a peer's run is run again), and its server, a child process of the
+    bench, is the bench's own: the meter never names it among the other programs, though it
+    decoded on one CPU or more throughout its run. Fails if peers are not metered (their
+    `others_share` stays None, and a disturbed peer run was kept unseen) or if the meter
+    counted the server as another program."""
+    from specchat.core.bench.runner import run_bench
+    from specchat.core.bench.suite import Suite
+
+    peer = LlamaServerPeer(
+        llama_server_bin,
+        engine.target.path,
+        label="llama.cpp:server-off",
+        spec_args=[],
+        baseline=None,
+        mode="off",
+        threads=engine.target.n_threads,
+        ctx=1024,
+        retokenize=lambda text: engine.target.tokenize(text, add_special=False),
+    )
+    suite = Suite("one", (BenchPrompt("p", "quote", TEXT, max_tokens=48),), "test")
+    try:
+        bench = run_bench(engine, suite, ["off"], 1, peers=[peer], warmup=False, redo_busy=0)
+    finally:
+        peer.close()
+    (run,) = [r for r in bench.runs if r.label == "llama.cpp:server-off"]
+    assert run.tokens > 1 and run.others_share is not None
+    assert not any("llama-server" in name for name in run.busiest), run.busiest

@@ -215,13 +215,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 cost_curve=curve,
                 journal=journal,
             )
-            host_pass = host_passes(args, params, engine, suite, modes, on_run)
+            # stopped (Ctrl+C, SIGTERM): no further passes, the report of what was measured
+            stopped = bench.interrupted
+            extra = None if stopped else host_passes(args, params, engine, suite, modes, on_run)
             report = build_report(
                 bench,
                 models=models_info(engine),
                 extra_settings=_extra_settings(args, engine, peers) | resume_settings(journal),
-                host_pass=host_pass,
-                runtime_curves=_runtime_curves(args, engine, curve, variants),
+                host_pass=extra,
+                runtime_curves=None if stopped else _runtime_curves(args, engine, curve, variants),
                 host_floor_s=floor,
             )
         finally:

@@ -19,6 +19,7 @@ from specchat.cli.prompt_input import (
     read_system,
     tolerant_stdin,
 )
+from specchat.cli.stopping import Terminated
 from specchat.core.decoding.pricing.cost_curve import FLAT, CostCurve, CostCurveError
 from specchat.core.engines.curve_policy import CurvePolicy
 from specchat.core.engines.local import Engine, Message
@@ -205,6 +206,8 @@ def cmd_chat(args: argparse.Namespace) -> int:
             print("assistant> ", end="", flush=True)
             try:
                 reply = stream(engine.generate(send, params, mode))
+            except Terminated:  # SIGTERM ends the chat, not only the reply
+                raise
             except KeyboardInterrupt:
                 print("\n[stopped]", file=sys.stderr)
                 history.pop()

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from specchat.cli import bench, doctor, generate, models
+from specchat.cli.stopping import sigterm_as_ctrl_c
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
-        return int(args.func(args) or 0)
+        with sigterm_as_ctrl_c():
+            return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130

@@ -69,10 +69,17 @@ class Reply:
     def collect(
         cls, events: Iterable[TokenEvent], on_event: Callable[[TokenEvent], None] | None = None
     ) -> Reply:
-        """Consume `events` (calling `on_event` for each) and return the whole reply."""
+        """Consume `events` (calling `on_event` for each) and return the whole reply. Stopped
+        early (Ctrl+C, SIGTERM, an error in `on_event`), the events' generator is closed, so an
+        engine's reply lets go of the engine (else closing the engine waits for it for ever)."""
         reply = cls()
-        for ev in events:
-            reply.add(ev)
-            if on_event is not None:
-                on_event(ev)
+        try:
+            for ev in events:
+                reply.add(ev)
+                if on_event is not None:
+                    on_event(ev)
+        finally:
+            close = getattr(events, "close", None)
+            if close is not None:
+                close()
         return reply

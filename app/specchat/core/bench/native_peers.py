@@ -64,6 +64,7 @@ class NativeVariant:
 
     runner = "llama.cpp"
     needs_warmup = False
+    metered = True  # the binary is a child process: counted as the bench's own CPU use
 
     def __init__(
         self,
@@ -119,8 +120,13 @@ class NativeVariant:
                 stdin=subprocess.DEVNULL,
                 env={**os.environ, "LLAMA_LOG_COLORS": "0"},
             )
-            with RssSampler(proc.pid) as rss:
-                out_b, err_b = proc.communicate(timeout=self.timeout_s)
+            try:
+                with RssSampler(proc.pid) as rss:
+                    out_b, err_b = proc.communicate(timeout=self.timeout_s)
+            except BaseException:  # its time limit, Ctrl+C or SIGTERM: it stops with the run
+                proc.kill()
+                proc.wait()
+                raise
         finally:
             os.unlink(prompt_file)
         out = out_b.decode("utf-8", "replace")

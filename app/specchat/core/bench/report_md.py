@@ -141,8 +141,8 @@ def _speedup_cell(r: dict[str, Any]) -> str:
 
 
 def _disturbed_lines(report: dict[str, Any]) -> list[str]:
-    """Whether other programs took the CPU during the runs (SpecChat's own runs are metered;
-    a server's are not: its CPU time is another process's)."""
+    """Whether other programs took the CPU during the runs (every local run is metered, the
+    llama.cpp peers' servers counted as the bench's own; a remote server's runs are not)."""
     runs = [r for r in report["runs"] if r.get("others_cpu_share") is not None]
     if not runs:
         return []
@@ -152,7 +152,7 @@ def _disturbed_lines(report: dict[str, Any]) -> list[str]:
     redone = report.get("redone_pairs", 0)
     if not busy and not redone:
         return [
-            f"- other programs: at most {top:.1%} of the CPU during any of SpecChat's runs "
+            f"- other programs: at most {top:.1%} of the CPU during any run "
             f"(a run is disturbed above {limit:.0%})"
         ]
     names = sorted({n for r in busy for n in r.get("busiest_others", [])})

@@ -184,8 +184,9 @@ def _r(x: float | None, nd: int) -> float | None:
 
 class Variant(Protocol):
     """Something the runner can measure: a speculation mode of our engine, or a peer. One
-    that runs in this process may say `metered = True`: the runner then measures other
-    programs' CPU use during its runs (and runs a disturbed pair again)."""
+    that runs in this process or in its child processes (a llama-server it started) may say
+    `metered = True`: the runner then measures other programs' CPU use during its runs (and
+    runs a disturbed pair again)."""
 
     label: str
     runner: str

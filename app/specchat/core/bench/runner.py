@@ -263,38 +263,23 @@ def measure(
         for v in variants.values():
             if getattr(v, "needs_warmup", True):
                 v.run(prompts[0], short)
+    tries = _PairTries(variants, settings, fatal, meter, redo_busy, on_run, cancel, len(plan))
     runs: list[RunResult] = []
     interrupted = False
-    redone = done = 0
+    done = 0
     got: list[RunResult] = []  # the pair being measured
     try:
         for number, taken in groupby(plan, key=lambda item: item[3]):  # a pair: side by side
             pair_plan = list(taken)
             if number in kept:  # measured by an earlier run of the same bench
                 runs += kept[number]
-                done += len(pair_plan)
-                continue
-            for attempt in range(redo_busy + 1):
+            else:
                 got = []
-                for rep, prompt, label, pair in pair_plan:
-                    if cancel is not None and cancel():
-                        raise _Cancelled
-                    result = _run_one(variants[label], prompt, settings, fatal, meter)
-                    if result is None:
-                        continue
-                    result.repeat, result.pair = rep, pair
-                    got.append(result)
-                    if on_run is not None:
-                        on_run(result, done + len(got), len(plan))
-                busy = [r for r in got if r.busy]
-                if not busy or attempt == redo_busy:
-                    break
-                redone += 1
-                print(_again(busy[0], attempt + 1 == redo_busy), file=sys.stderr, flush=True)
-            if journal is not None:
-                journal.add(number, got)
-            runs += got
-            got = []
+                tries.measure(pair_plan, done, got)
+                if journal is not None:
+                    journal.add(number, got)
+                runs += got
+                got = []
             done += len(pair_plan)
     except (KeyboardInterrupt, _Cancelled):  # Ctrl+C or cancel: keep what was measured so far
         interrupted = True
@@ -310,7 +295,7 @@ def measure(
         duration_s=time.perf_counter() - t0,
         planned_runs=len(plan),
         interrupted=interrupted,
-        redone_pairs=redone,
+        redone_pairs=tries.redone,
         order=order,
         pairing=pairing,
     )
@@ -318,6 +303,50 @@ def measure(
 
 class _Cancelled(Exception):
     pass
+
+
+@dataclass
+class _PairTries:
+    """Measures one pair of the schedule, its runs side by side, and again while other
+    programs disturb it (at most `redo_busy` times)."""
+
+    variants: dict[str, Variant]
+    settings: BenchSettings
+    fatal: Callable[[Variant], bool]
+    meter: MeterFactory
+    redo_busy: int
+    on_run: OnRun | None
+    cancel: Callable[[], bool] | None
+    total: int  # runs planned (for `on_run`)
+    redone: int = 0  # pairs run again, all told
+
+    def measure(
+        self,
+        pair_plan: Sequence[tuple[int, PreparedPrompt, str, int]],
+        done: int,
+        got: list[RunResult],
+    ) -> None:
+        """The pair's runs into `got` (what its last try measured, so far if interrupted).
+        `done`: runs before this pair."""
+        for attempt in range(self.redo_busy + 1):
+            got.clear()
+            for rep, prompt, label, pair in pair_plan:
+                if self.cancel is not None and self.cancel():
+                    raise _Cancelled
+                variant = self.variants[label]
+                result = _run_one(variant, prompt, self.settings, self.fatal, self.meter)
+                if result is None:
+                    continue
+                result.repeat, result.pair = rep, pair
+                got.append(result)
+                if self.on_run is not None:
+                    self.on_run(result, done + len(got), self.total)
+            busy = [r for r in got if r.busy]
+            if not busy or attempt == self.redo_busy:
+                return
+            self.redone += 1
+            last = attempt + 1 == self.redo_busy
+            print(_again(busy[0], last), file=sys.stderr, flush=True)
 
 
 def _run_one(
@@ -328,8 +357,8 @@ def _run_one(
     meter_factory: MeterFactory = CpuMeter,
 ) -> RunResult | None:
     """One run; None when a variant that may fail (a peer) failed (said on stderr). A variant
-    that runs in this process (`metered`) has other programs' CPU use during the run measured
-    (a server's run is not: the server is another program)."""
+    that runs in this process or its children (`metered`: SpecChat's modes, the llama.cpp
+    peers) has other programs' CPU use during the run measured (a remote server's is not)."""
     p = settings.params.with_(max_tokens=prompt.max_tokens)
     meter = meter_factory() if getattr(variant, "metered", False) else None
     try:

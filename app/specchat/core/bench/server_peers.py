@@ -60,6 +60,7 @@ class LlamaServerPeer:
 
     runner = "llama.cpp"
     needs_warmup = True
+    metered = True  # its server is a child process: counted as the bench's own CPU use
 
     def __init__(
         self,
@@ -86,7 +87,11 @@ class LlamaServerPeer:
             "-c", str(ctx), "-t", str(threads), "-tb", str(threads), "-np", "1",
             "--no-webui", "--no-cache-prompt", *spec_args,
         ]  # fmt: skip
-        self._start()
+        try:
+            self._start()
+        except BaseException:  # Ctrl+C or SIGTERM while it starts: no server left behind
+            self.close()
+            raise
 
     def _start(self) -> None:
         with self._log.open("w") as log:
@@ -94,7 +99,7 @@ class LlamaServerPeer:
         self._wait_ready()
 
     def _stop(self) -> None:
-        if self.proc.poll() is None:
+        if getattr(self, "proc", None) is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
                 self.proc.wait(10)
