@@ -188,6 +188,24 @@ def test_a_quotes_growth_is_priced_at_a_paragraphs_end_by_what_copies_did_there(
     assert cm.grown(10, classes) == 40
 
 
+def test_after_a_refusal_a_copys_run_does_not_carry_its_growth_past_a_paragraphs_end() -> None:
+    """After the reply's first refused lookup draft, a copy's kept run raises the estimates of
+    the tokens it copies, but not of a token that ends a paragraph (class BREAK): that one is
+    priced at its own estimate, as before any refusal, so the earned draft stops at the
+    paragraph's end until copies have been seen to go on there. Fails if the run raises the
+    paragraph's end too (the draft grows through it at once: 40 = 4 x 10)."""
+    c = "span32/c95"
+    classes = [c] * 12 + [BREAK + c] + [c] * 40
+    cm = planner(CPU)
+    for _ in range(10):
+        cm.observe_accept(LOOKUP, [c] * 8, 8, 8)  # this copy's tokens are kept
+    assert cm.grown(10, [c] * len(classes), run=30, clean=False) == 40
+    assert 1 <= cm.grown(10, classes, run=30, clean=False) <= 13
+    for _ in range(40):
+        cm.observe_accept(LOOKUP, [BREAK + c], 1, 1)
+    assert cm.grown(10, classes, run=30, clean=False) == 40
+
+
 def test_without_a_curve_the_online_line_prices_batches() -> None:
     cm = CostModel().steady(t1=0.01, beta=0.25)
     assert cm.steps.target_cost(9) == pytest.approx(0.01 * 3.0)

@@ -164,19 +164,23 @@ class CostModel:
         observations beside the estimates' RUN_WEIGHT (a reply that cites a few lines at a
         time lost 10-20 decodes to each 24- or 32-token draft grown past its copy's end), on
         the curve alone (growth follows the copy's evidence, not a noisy spell's measured step
-        excess).
+        excess). Either way a token that ends a paragraph (class BREAK) is priced at its own
+        estimate: the copy's run says nothing of whether the reply goes on past its end.
         0 without such a draft."""
         if won <= 0 or not classes:
             return 0
-        if clean:  # (but a paragraph's end, where a quote of one ends, at its estimate)
-            alphas = [self.acceptance(LOOKUP, c) if c.startswith(BREAK) else 1.0 for c in classes]
-            best = self.steps.best_chain(LOOKUP, alphas)[0]
-        else:
-            alphas = [
-                (RUN_WEIGHT * a + run) / (RUN_WEIGHT + run)
-                for a in self.acceptances(LOOKUP, classes)
+        estimates = self.acceptances(LOOKUP, classes)
+        if clean:
+            sure = [
+                a if c.startswith(BREAK) else 1.0 for a, c in zip(estimates, classes, strict=True)
             ]
-            best = self.steps.best_chain(LOOKUP, alphas, with_host=False, with_ratio=False)[0]
+            best = self.steps.best_chain(LOOKUP, sure)[0]
+        else:
+            raised = [
+                a if c.startswith(BREAK) else (RUN_WEIGHT * a + run) / (RUN_WEIGHT + run)
+                for a, c in zip(estimates, classes, strict=True)
+            ]
+            best = self.steps.best_chain(LOOKUP, raised, with_host=False, with_ratio=False)[0]
         return min(GROWTH * won, len(classes), best)
 
     def would_draft(self, drafter: str, classes: Sequence[str]) -> bool:
