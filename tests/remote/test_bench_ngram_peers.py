@@ -15,7 +15,7 @@ import psutil
 from specchat.core.bench.runner import PreparedPrompt
 from specchat.core.bench.server_peers import LlamaServerPeer, draft_length_args, ngram_peers
 from specchat.core.bench.suite import BenchPrompt
-from specchat.core.types import GenerationParams
+from specchat.core.types import FinishReason, GenerationParams
 
 TEXT = (
     "Repeat this text exactly, twice:\n\nThe quick brown fox jumps over the lazy dog. Pack my "
@@ -53,6 +53,38 @@ def test_an_ngram_peer_reports_its_drafts(llama_server_bin: Path, engine) -> Non
     assert r.drafted is not None, "llama-server reported no drafting figures for ngram-simple"
     assert 0 <= (r.accepted or 0) <= r.drafted
     assert "liquor jugs" in r.text
+
+
+def test_a_peer_counts_a_reply_that_ends_by_itself_as_specchat_does(
+    llama_server_bin: Path, engine
+) -> None:
+    """A reply that ends with the end-of-generation token: llama-server's plain decoding and
+    SpecChat's, greedy, say the same words in the same number of tokens, and their speeds are
+    comparable only if both count them alike. The server's `predicted_n` counts the end token,
+    which streams no text and which SpecChat does not count (nor time): taken as it is, every
+    peer run ended by the model read one token more than SpecChat's, its speed (n - 1) / span
+    up to 3 % high on a 30-token reply. Fails if the peer counts the end token."""
+    prepared = _prepared(engine, 96)
+    events = list(engine.generate_tokens(prepared.tokens, GenerationParams(max_tokens=96), "off"))
+    own, text = events[-1], "".join(ev.text for ev in events)
+    assert own.finish_reason is FinishReason.STOP  # ended by itself, before max_tokens
+    peer = LlamaServerPeer(
+        llama_server_bin,
+        engine.target.path,
+        label="llama.cpp:server-off",
+        spec_args=[],
+        baseline=None,
+        mode="off",
+        threads=engine.target.n_threads,
+        ctx=1024,
+        retokenize=lambda text: engine.target.tokenize(text, add_special=False),
+    )
+    try:
+        r = peer.run(prepared, GenerationParams(max_tokens=96))
+    finally:
+        peer.close()
+    assert r.finish_reason == "stop" and r.text == text  # the same words, both greedy
+    assert r.tokens == own.stats.tokens
 
 
 def test_an_ngram_mod_peer_starts_every_run_with_an_empty_pool(

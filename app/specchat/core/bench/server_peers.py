@@ -7,7 +7,8 @@ sends the prompt as the same token ids SpecChat decodes (`/completion` with a to
 prompt caching off so each run starts cold (a spec type whose n-gram pool outlives a request,
 ngram-mod, gets a fresh server before every run), and streams the reply: the first and last streamed
 token give decode speed the way SpecChat measures its own (tokens after the first, per second
-since the first); drafted/accepted come from the server's `timings`.
+since the first; the end-of-generation token, which streams no text, counted by neither);
+drafted/accepted come from the server's `timings`.
 
 The server binary is built from the llama.cpp vendored in the pinned llama-cpp-python sdist by
 `packaging/build-llama-server.sh` (which the test suite also uses).
@@ -47,6 +48,14 @@ def draft_length_args(spec_type: str, k: int) -> list[str]:
     if spec_type == "ngram-mod":
         return ["--spec-ngram-mod-n-max", str(k), "--spec-ngram-mod-n-min", str(max(1, k // 2))]
     raise ValueError(f"unknown n-gram spec type {spec_type!r}")
+
+
+def reply_tokens(timings: dict[str, Any], stop_type: str | None) -> int:
+    """The reply's tokens as SpecChat counts its own: the server's `predicted_n` counts the
+    end-of-generation token of a reply that ended by itself, which streams no text (SpecChat's
+    count and its clock stop at the last token with text); 0 where the server gave no count."""
+    n = int(timings.get("predicted_n") or 0)
+    return max(n - 1, 0) if n and stop_type == "eos" else n
 
 
 def _free_port() -> int:
@@ -179,7 +188,7 @@ class LlamaServerPeer:
                     break
         timings = final.get("timings", {})
         text = "".join(pieces)
-        n = int(timings.get("predicted_n") or 0) or len(self._retokenize(text))
+        n = reply_tokens(timings, final.get("stop_type")) or len(self._retokenize(text))
         result = RunResult.of(
             self,
             prompt,
