@@ -155,6 +155,33 @@ def test_short_batches_are_timed_three_times_as_often(engine, monkeypatch) -> No
     assert sizes.count(SHORT_N + 2) == 2 + 1  # its pairs and the warm-up
 
 
+def test_a_long_batch_timed_cheaper_than_a_shorter_one_is_timed_again(engine, monkeypatch) -> None:
+    # A long batch gets a third of a short one's pairs; one disturbed pair priced 65 tokens at
+    # 13.8 one-token decodes, below 49's, where measurements that hour said 18.2-21.0, and the
+    # rising curve kept 49's figure. Here the real decodes run and only their clock is made
+    # up: 9 tokens cost 3 one-token decodes, 17 cost 5, but the first 17-token decode reads
+    # 2. Timed again as often as a short batch, 17 is priced at 5; once only (the pairs its
+    # repeats give it), at 9's 3 and decoded once beside the warm-up.
+    import specchat.core.decoding.pricing.cost_curve as cc
+
+    rt = engine.target
+    sizes = _decodes(rt, monkeypatch)
+    real_clock, fast = cc.timed_decode, [0.02]
+
+    def clock(runtime, tokens, logits_for):
+        real_clock(runtime, tokens, logits_for)
+        n = len(tokens)
+        if n == 17 and fast:
+            return fast.pop()
+        return {1: 0.01, 9: 0.03, 17: 0.05}[n]
+
+    monkeypatch.setattr(cc, "timed_decode", clock)
+    curve = measure_cost_curve(rt, [1, 9, 17], repeats=1)
+    assert curve.rel(9) == pytest.approx(3.0)
+    assert curve.rel(17) == pytest.approx(5.0)
+    assert sizes.count(17) == SHORT_FACTOR + 1  # the warm-up and as many pairs as n = 9's
+
+
 def test_each_batch_follows_settled_one_token_decodes(engine, monkeypatch) -> None:
     # On a GPU the one-token decode right after a batch runs without llama.cpp's CUDA graph and
     # the next one captures it (H100: 2.96 ms against 1.85 ms replayed): the timed one-token

@@ -12,12 +12,14 @@ from pathlib import Path
 import pytest
 from tinymodel import write_loadable_gguf
 
+import specchat.core.engines.curve_policy as policy_module
 from specchat.cli.main import main as cli_main
-from specchat.core.decoding.pricing.cost_curve import CostCurve
+from specchat.core.decoding.pricing.cost_curve import SHORT_FACTOR, CostCurve
 from specchat.core.decoding.runtime import RuntimeConfig
 from specchat.core.engines.curve_policy import (
     MEASURE_NS,
     MEASURING,
+    REPEATS,
     UNMEASURED_NOTE,
     CurvePolicy,
     Measurement,
@@ -63,13 +65,40 @@ def test_steps_keep_the_cached_conversation_and_end_in_a_curve(
         assert rt.cache[: len(conversation)] == conversation  # a reply reuses its prefix
         assert m.done <= m.total
         assert engine.cost_curve is None
-    # a filler step, the warm-up, then one step per timed pair (the last one returned True)
-    assert steps + 1 == 1 + m.total and m.total == 1 + len(step_sizes())
+    # a filler step, the warm-up, then one step per timed pair (the last one returned True):
+    # those of `step_sizes`, and of a long batch timed out of line, as many more as it needs
+    # to be timed as often as a short one (`more_pairs`)
+    assert steps + 1 == 1 + m.total
+    again = {REPEATS * (SHORT_FACTOR - 1) * j for j in range(len(MEASURE_NS) + 1)}
+    assert m.total - 1 - len(step_sizes()) in again
     curve = engine.cost_curve
     assert curve is not None and curve.source == "measured"
     assert [n for n, _ in curve.points] == list(MEASURE_NS)
     assert rt.cache[: len(conversation)] == conversation
     assert policy.begin(engine) is None  # kept: a reload measures nothing
+
+
+def test_a_long_batch_timed_out_of_line_is_timed_again_step_by_step(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window's measurement in steps takes a long batch timed cheaper than a shorter one
+    again as `measure_cost_curve` does (timed as often as a short batch), one step per pair:
+    the real decodes run, only their clock is made up (9 tokens cost 3 one-token decodes, 17
+    cost 5, the first 17-token decode reads 2). Without it the curve priced 17 at 9's 3."""
+    real_clock, fast = policy_module.timed_decode, [0.02]
+
+    def clock(rt, tokens, logits_for):
+        real_clock(rt, tokens, logits_for)
+        if len(tokens) == 17 and fast:
+            return fast.pop()
+        return {1: 0.01, 9: 0.03, 17: 0.05}[len(tokens)]
+
+    monkeypatch.setattr(policy_module, "timed_decode", clock)
+    m = Measurement(None, ns=(1, 9, 17), repeats=1)
+    planned = m.total
+    curve = engine.measure_step(m.drain)
+    assert m.total == planned + SHORT_FACTOR - 1 == m.done
+    assert curve.rel(9) == pytest.approx(3.0) and curve.rel(17) == pytest.approx(5.0)
 
 
 def test_a_kept_curve_serves_the_next_process_until_the_model_file_changes(

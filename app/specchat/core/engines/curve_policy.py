@@ -54,6 +54,7 @@ from specchat.core.decoding.pricing.cost_curve import (
     CostCurveError,
     curve_from_pairs,
     filler_tokens,
+    more_pairs,
     timed_decode,
 )
 from specchat.core.decoding.runtime import ModelRuntime
@@ -88,8 +89,11 @@ def step_sizes(ns: Sequence[int] = MEASURE_NS, repeats: int = REPEATS) -> list[i
 
 
 def tokens_decoded(ns: Sequence[int] = MEASURE_NS, repeats: int = REPEATS) -> int:
-    """Tokens a measurement decodes: its warm-up and every step's (no more filler than 128)."""
+    """Tokens a measurement decodes at most: its warm-up and every step's (no more filler than
+    128), each long batch timed as often as a short one (`more_pairs`: when one comes out of
+    line)."""
     steps = step_sizes(ns, repeats)
+    steps += [n for n in ns if n > SHORT_N for _ in range(repeats * (SHORT_FACTOR - 1))]
     return 128 + max(steps) + sum(SETTLE + 1 + (n if n > 1 else 0) for n in steps)
 
 
@@ -186,6 +190,8 @@ class Measurement:
         finally:
             rt.use_sampler(own_chain)
         self.done += 1
+        if self.done == self.total and (more := more_pairs(self._pairs, self.repeats)):
+            self._sizes += [more[0]] * more[1]  # a batch timed out of line: timed again
         if self.done == self.total:
             capacity = self._wall_s * self._cpus
             share = min(1.0, self._others_s / capacity) if capacity > 0 else None

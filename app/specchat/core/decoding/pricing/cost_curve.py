@@ -199,7 +199,8 @@ def measure_cost_curve(
     the median of its pairs' ratios, the one-token time the median of all pairs'. Short batches
     (n <= SHORT_N: cheap to time, and what Auto's short drafts are decided on) get
     SHORT_FACTOR x `repeats` pairs: with 3 pairs, n = 2 came out anywhere in 1.63-2.13 from one
-    measurement to the next; with 9, in 1.86-1.93. The cache ends as it began. `rows`: "all"
+    measurement to the next; with 9, in 1.86-1.93. So does a longer batch whose median came out
+    below a shorter one's. The cache ends as it began. `rows`: "all"
     (logits for every row, as a verification asks) or "last" (a prompt's shape, what llama.cpp's
     own tools time). `sampler`: the chain llama.cpp runs in the graph while timing (None: raw
     logits; the runtime's own chain is put back afterwards). Raises CostCurveError when the
@@ -226,20 +227,47 @@ def measure_cost_curve(
         rt.truncate(base)
         pairs: dict[int, list[tuple[float, float]]] = {n: [] for n in ns if n > 1}
         ones: list[float] = []
+
+        def pair(n: int) -> None:
+            for _ in range(SETTLE):  # back to the one-token shape, settled
+                rt.decode(tok[:1], logits_for="last")
+            one = timed_decode(rt, tok[1:2], "last")
+            ones.append(one)
+            if n > 1:
+                pairs[n].append((one, timed_decode(rt, tok[2 : 2 + n], rows)))
+            rt.truncate(base)
+
         with CpuMeter(name_processes=False) as meter:
             for r in range(repeats * SHORT_FACTOR):
                 for n in ns:
-                    if n > SHORT_N and r % SHORT_FACTOR:
-                        continue
-                    for _ in range(SETTLE):  # back to the one-token shape, settled
-                        rt.decode(tok[:1], logits_for="last")
-                    one = timed_decode(rt, tok[1:2], "last")
-                    ones.append(one)
-                    if n > 1:
-                        pairs[n].append((one, timed_decode(rt, tok[2 : 2 + n], rows)))
-                    rt.truncate(base)
+                    if n <= SHORT_N or not r % SHORT_FACTOR:
+                        pair(n)
+            while (more := more_pairs(pairs, repeats)) is not None:
+                for _ in range(more[1]):
+                    pair(more[0])
     share = meter.use.others_share if meter.use is not None else None
     return curve_from_pairs(ones, pairs, share)
+
+
+def more_pairs(pairs: dict[int, list[tuple[float, float]]], repeats: int) -> tuple[int, int] | None:
+    """The first batch size, in order of n, timed cheaper than a shorter batch (the median of
+    its pairs' ratios below a shorter n's) with fewer pairs than a short batch gets, and how
+    many more it needs to have as many; None when every n is in line. Such a batch is a
+    disturbed pair or two (65 tokens at 13.8 one-token decodes, below 49's, on a 2-core EPYC
+    where four other measurements that hour said 18.2-21.0), which the rising curve would keep
+    at the shorter batch's cost."""
+    top, full = 0.0, repeats * SHORT_FACTOR
+    for n in sorted(pairs):
+        median = _median_ratio(pairs[n])
+        if median < top and len(pairs[n]) < full:
+            return n, full - len(pairs[n])
+        top = max(top, median)
+    return None
+
+
+def _median_ratio(pairs: Sequence[tuple[float, float]]) -> float:
+    ratios = [b / a for a, b in pairs if a > 0.0]
+    return statistics.median(ratios) if ratios else 0.0
 
 
 def measure_host_floor(
@@ -298,11 +326,7 @@ def curve_from_pairs(
     a smaller n's; the one-token time is the median of `ones`."""
     if not ones or min(ones) <= 0.0:
         raise CostCurveError("a cost curve needs positive one-token times")
-    ratios = {
-        n: statistics.median(r)
-        for n, r in ((n, [b / a for a, b in p if a > 0.0]) for n, p in pairs.items())
-        if r
-    }
+    ratios = {n: _median_ratio(p) for n, p in pairs.items() if any(a > 0.0 for a, _ in p)}
     return CostCurve(_rising(ratios), MEASURED, statistics.median(ones), others_share)
 
 
