@@ -24,8 +24,9 @@ import time
 import psutil
 
 from specchat.core.engines.local import Engine
+from specchat.core.params import GenerationParams
 from specchat.core.store.local_models import default_pair_paths
-from specchat.core.types import GenerationParams, Mode
+from specchat.core.types import Mode
 
 PROMPTS = (
     "Write a Python function that checks whether a string is a palindrome.",

@@ -33,8 +33,9 @@ from specchat.core.decoding.drafters.ngram import NgramDrafter
 from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.engines.local import Engine
+from specchat.core.params import GenerationParams
 from specchat.core.store.local_models import default_pair_paths
-from specchat.core.types import GenerationParams, GenerationStats, Mode
+from specchat.core.types import GenerationStats, Mode
 
 
 def curve_of(report: dict) -> CostCurve:

@@ -20,7 +20,7 @@ from specchat.core.bench.runner import (
     measure,
 )
 from specchat.core.machine.busy import BUSY_SHARE, CpuMeter
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 SUITE = TWO_PROMPTS
 BUSY_S, QUIET_S = 0.6, 0.3

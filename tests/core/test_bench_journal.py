@@ -24,7 +24,7 @@ from specchat.core.bench.runner import (
     RunResult,
     measure,
 )
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 SUITE = TWO_PROMPTS
 IDENTITY = {"modes": ["off", "auto"], "models": {"target": ["t.gguf", 1]}}

@@ -24,7 +24,8 @@ from specchat.core.machine.busy import (
     OthersBetween,
     threads_beside,
 )
-from specchat.core.types import GenerationParams, GenerationStats, Mode
+from specchat.core.params import GenerationParams
+from specchat.core.types import GenerationStats, Mode
 
 # the operating system counts CPU time in ticks of 10 ms: a reading's rounding (two ticks),
 # and the float error of differences of tick sums (49 ticks read 0.48999999999)

@@ -16,7 +16,8 @@ from specchat.core.bench.compare import (
     run_comparison,
 )
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams, GenerationStats, Mode, TokenEvent
+from specchat.core.params import GenerationParams
+from specchat.core.types import GenerationStats, Mode, TokenEvent
 
 PROMPT = [{"role": "user", "content": "Write a Python function that reverses a string."}]
 

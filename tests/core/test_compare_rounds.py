@@ -22,7 +22,8 @@ from specchat.core.bench.compare import run_comparison
 from specchat.core.bench.rounds import SPREAD_LIMIT, judge_rounds
 from specchat.core.engines.local import Engine
 from specchat.core.machine.busy import CpuMeter, CpuUse
-from specchat.core.types import GenerationParams, TokenEvent
+from specchat.core.params import GenerationParams
+from specchat.core.types import TokenEvent
 
 PROMPT = [{"role": "user", "content": "Write a Python function that reverses a string."}]
 

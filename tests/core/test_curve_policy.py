@@ -27,7 +27,8 @@ from specchat.core.engines.curve_policy import (
 )
 from specchat.core.engines.curve_store import STORE_FILE, CurveStore, curve_key
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams, GenerationStats, Mode
+from specchat.core.params import GenerationParams
+from specchat.core.types import GenerationStats, Mode
 
 
 @pytest.fixture(scope="module")

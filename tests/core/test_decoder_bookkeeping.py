@@ -20,8 +20,9 @@ from specchat.core.decoding.drafters.ngram import NgramDrafter
 from specchat.core.decoding.kv_cache import CacheBook
 from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.pricing.tuning import GROWTH
+from specchat.core.params import GenerationParams
 from specchat.core.reply import Reply
-from specchat.core.types import FinishReason, GenerationParams, Mode
+from specchat.core.types import FinishReason, Mode
 
 DRAFT = DrafterKind.MODEL
 LOOKUP = DrafterKind.LOOKUP

@@ -45,7 +45,7 @@ import pytest
 from specchat.core.decoding.choosing.sampling import Dist, Warp
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 SCALE = float(os.environ.get("SPECCHAT_DIST_SCALE", "1"))  # more samples: SCALE > 1
 END = -1  # a token position after the reply ended (an end-of-generation token)

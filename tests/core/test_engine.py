@@ -11,8 +11,9 @@ import pytest
 from specchat.core.decoding.choosing.backend_sampler import ROWS_MAX
 from specchat.core.engines.local import DraftUnavailableError, Engine, EngineBusyError
 from specchat.core.gguf.header import GGUFError
+from specchat.core.params import GenerationParams
 from specchat.core.reply import Reply
-from specchat.core.types import FinishReason, GenerationParams, Mode, TokenEvent, Top2
+from specchat.core.types import FinishReason, Mode, TokenEvent, Top2
 
 CODE_PROMPT = [
     {"role": "user", "content": "Write a Python function that checks whether a number is prime."}

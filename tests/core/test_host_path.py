@@ -20,7 +20,7 @@ from specchat.core.decoding.choosing.dist import Dist
 from specchat.core.decoding.choosing.sampling import Warp, top2
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 # Code with many repeated tokens: a penalty of 1.3 changes the greedy reply within a few tokens.
 SNIPPET = """def total_price(items, tax):

@@ -238,7 +238,8 @@ def test_a_regenerate_drafts_with_the_head_from_its_first_step(
     which would leave the assistant without the prompt's last hidden state). Fails if a
     regenerate answers its first token from the cache while a head drafts."""
     from specchat.core.engines.local import Engine
-    from specchat.core.types import GenerationParams, Mode
+    from specchat.core.params import GenerationParams
+    from specchat.core.types import Mode
 
     target_path, _ = gemma4_pair
     eng = Engine(target_path, target_config=RuntimeConfig(n_ctx=256, n_threads=1, n_batch=64))

@@ -234,7 +234,7 @@ def test_a_copy_earns_its_length_in_a_real_reply(smol_path) -> None:
     decoder does not cap the proposal."""
     from specchat.core.decoding.runtime import RuntimeConfig
     from specchat.core.engines.local import Engine
-    from specchat.core.types import GenerationParams
+    from specchat.core.params import GenerationParams
 
     cheap = CostCurve(((1, 1.0), (2, 1.05), (65, 1.6)), t1_s=0.01)
     params = GenerationParams(temperature=0.0, lookup_min_match=1, lookup_k_max=32, max_tokens=48)

@@ -55,7 +55,8 @@ from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.runtime import ModelRuntime, RuntimeConfig
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams, GenerationStats, Mode, TokenEvent
+from specchat.core.params import GenerationParams
+from specchat.core.types import GenerationStats, Mode, TokenEvent
 
 TOL = 1e-2
 N_NEW = 64  # tokens every reply reaches before the run may stop

@@ -28,9 +28,10 @@ from specchat.core.engines.local import Engine
 from specchat.core.gguf.header import read_gguf_info
 from specchat.core.machine.backend_info import list_devices
 from specchat.core.machine.llama_log import LoadReport, capture
+from specchat.core.params import GenerationParams
 from specchat.core.placement.memory_plan import ModelFootprint
 from specchat.core.placement.offload import decide_offload, resolve_offload
-from specchat.core.types import GenerationParams, Top2
+from specchat.core.types import Top2
 from specchat.gui.models.panel import model_line
 
 pytestmark = pytest.mark.gpu

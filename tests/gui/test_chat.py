@@ -148,7 +148,7 @@ def test_quit_mid_stream_stops_cleanly_and_keeps_the_text(qtbot, make_window, se
     assert reply.content.startswith(shown) and reply.stats["finish_reason"] == "cancelled"
     assert reply.stats["tokens"] < 400
     # the shared engine is free and consistent for whoever comes next
-    from specchat.core.types import GenerationParams
+    from specchat.core.params import GenerationParams
 
     events = list(
         engine.generate([{"role": "user", "content": "Hi"}], GenerationParams(max_tokens=3))

@@ -15,7 +15,8 @@ import psutil
 from specchat.core.bench.runner import PreparedPrompt
 from specchat.core.bench.server_peers import LlamaServerPeer, draft_length_args, ngram_peers
 from specchat.core.bench.suite import BenchPrompt
-from specchat.core.types import FinishReason, GenerationParams
+from specchat.core.params import GenerationParams
+from specchat.core.types import FinishReason
 
 TEXT = (
     "Repeat this text exactly, twice:\n\nThe quick brown fox jumps over the lazy dog. Pack my "

@@ -16,6 +16,7 @@ from specchat.core.bench.compare import run_comparison
 from specchat.core.engines.remote import RemoteEngine
 from specchat.core.engines.remote_connect import check_connection
 from specchat.core.engines.remote_pair import RemotePair
+from specchat.core.params import GenerationParams
 from specchat.core.remote import (
     RemoteAuthError,
     RemoteConfig,
@@ -24,7 +25,7 @@ from specchat.core.remote import (
     ServerKind,
 )
 from specchat.core.reply import Reply
-from specchat.core.types import FinishReason, GenerationParams, Mode
+from specchat.core.types import FinishReason, Mode
 
 CODE = [{"role": "user", "content": "Write a Python function that returns the sum of a list."}]
 REPEAT_TEXT = (

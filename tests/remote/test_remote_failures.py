@@ -11,6 +11,7 @@ from fakeserver import FakeServer, Route, fixture, self_signed_context, sse_chun
 
 from specchat.core.engines.remote import RemoteEngine
 from specchat.core.engines.remote_connect import check_connection
+from specchat.core.params import GenerationParams
 from specchat.core.remote import (
     RemoteAuthError,
     RemoteConfig,
@@ -20,7 +21,7 @@ from specchat.core.remote import (
     normalize_base_url,
 )
 from specchat.core.reply import Reply
-from specchat.core.types import EngineBusyError, FinishReason, GenerationParams
+from specchat.core.types import EngineBusyError, FinishReason
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 PARAMS = GenerationParams(max_tokens=16)

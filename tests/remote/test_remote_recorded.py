@@ -9,12 +9,13 @@ import pytest
 from fakeserver import FakeServer, Route, fixture, sse_chunks
 
 from specchat.core.engines.remote import RemoteEngine
+from specchat.core.params import GenerationParams
 from specchat.core.remote import RemoteConfig, ServerKind
 from specchat.core.remote.figures import counts_from_sglang
 from specchat.core.remote.metrics import SglangGauges, SpecCounters, parse_prometheus
 from specchat.core.remote.sse import iter_events, iter_sse_data
 from specchat.core.reply import Reply
-from specchat.core.types import FinishReason, GenerationParams, Mode
+from specchat.core.types import FinishReason, Mode
 
 MODEL = "Qwen/Qwen2.5-Coder-7B-Instruct"
 MESSAGES = [{"role": "user", "content": "Write add(a, b) in Python."}]

@@ -26,10 +26,11 @@ from fakeserver import (
 
 from specchat.cli.main import main
 from specchat.core.engines.remote import RemoteEngine
+from specchat.core.params import GenerationParams
 from specchat.core.remote import RemoteConfig, RemoteProtocolError
 from specchat.core.remote.sse import split_lines
 from specchat.core.reply import Reply
-from specchat.core.types import FinishReason, GenerationParams
+from specchat.core.types import FinishReason
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 MODEL = "Qwen/Qwen2.5-Coder-7B-Instruct"

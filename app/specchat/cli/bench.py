@@ -27,7 +27,8 @@ from specchat.core.bench.runner import (
 from specchat.core.decoding.pricing.cost_curve import FLAT, MEASURED, CostCurve, CostCurveError
 from specchat.core.engines.curve_policy import CurvePolicy
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams, Mode, params_from
+from specchat.core.params import GenerationParams, params_from
+from specchat.core.types import Mode
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

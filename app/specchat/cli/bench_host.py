@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from specchat.core.bench.runner import BenchRun, OnRun, run_bench
 from specchat.core.bench.suite import Suite
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 __all__ = ["add_host_options", "host_params", "host_passes"]
 

@@ -16,7 +16,7 @@ from specchat.core.bench.report import models_info
 from specchat.core.bench.suite import Suite
 from specchat.core.engines.curve_store import machine_id
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 __all__ = ["add_resume_option", "open_journal", "resume_settings"]
 

@@ -23,15 +23,9 @@ from specchat.cli.stopping import Terminated
 from specchat.core.decoding.pricing.cost_curve import FLAT, CostCurve, CostCurveError
 from specchat.core.engines.curve_policy import CurvePolicy
 from specchat.core.engines.local import Engine, Message
+from specchat.core.params import GenerationParams, params_from
 from specchat.core.reply import Reply
-from specchat.core.types import (
-    FinishReason,
-    GenerationParams,
-    GenerationStats,
-    Mode,
-    TokenEvent,
-    params_from,
-)
+from specchat.core.types import FinishReason, GenerationStats, Mode, TokenEvent
 from specchat.core.units import format_count
 
 MODES = [m.value for m in Mode]

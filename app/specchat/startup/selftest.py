@@ -8,7 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from specchat.core.types import GenerationParams, Mode
+from specchat.core.params import GenerationParams
+from specchat.core.types import Mode
 
 PROMPT = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
 

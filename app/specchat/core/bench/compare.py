@@ -23,8 +23,9 @@ from typing import Any
 from specchat.core.bench.rounds import Verdict, judge_rounds
 from specchat.core.engines.local import Engine, Message
 from specchat.core.machine.busy import CpuMeter, CpuUse
+from specchat.core.params import GenerationParams
 from specchat.core.reply import Reply
-from specchat.core.types import GenerationParams, GenerationStats, Mode, TokenEvent
+from specchat.core.types import GenerationStats, Mode, TokenEvent
 from specchat.core.units import format_count
 
 OnEvent = Callable[[str, TokenEvent], None]  # (pass name: "off" | "on", event)

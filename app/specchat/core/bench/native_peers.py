@@ -14,7 +14,7 @@ from pathlib import Path
 from specchat.core.bench.peers import Vocab
 from specchat.core.bench.runner import PreparedPrompt, RssSampler, RunResult
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 SPEC_BIN = "llama-speculative-simple"
 PLAIN_BIN = "llama-completion"

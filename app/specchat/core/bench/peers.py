@@ -26,7 +26,7 @@ from specchat.core.decoding.drafters.base import DraftSettings
 from specchat.core.decoding.drafters.draft_model import ModelDrafter
 from specchat.core.decoding.runtime import ModelRuntime
 from specchat.core.engines.local import Engine
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 PEERS = ("llama-cpp-python", "llama.cpp")
 

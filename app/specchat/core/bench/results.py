@@ -9,8 +9,9 @@ from typing import Any, Protocol
 
 from specchat.core.bench.suite import BenchPrompt
 from specchat.core.machine.busy import BUSY_SHARE
+from specchat.core.params import GenerationParams
 from specchat.core.reply import Reply
-from specchat.core.types import GenerationParams, acceptance_rate
+from specchat.core.types import acceptance_rate
 
 SERVER_OFF = "llama.cpp:server-off"  # llama-server without speculation (server_peers.py)
 

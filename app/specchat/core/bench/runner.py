@@ -31,8 +31,9 @@ from specchat.core.decoding.drafters.history_index import HistoryIndex
 from specchat.core.decoding.pricing.cost_curve import CostCurve
 from specchat.core.engines.local import Engine
 from specchat.core.machine.busy import CpuMeter
+from specchat.core.params import GenerationParams
 from specchat.core.reply import Reply
-from specchat.core.types import GenerationParams, Mode
+from specchat.core.types import Mode
 
 __all__ = [
     "ORDERS",

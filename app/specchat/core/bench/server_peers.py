@@ -29,7 +29,7 @@ from typing import Any
 
 from specchat.core.bench.results import SERVER_OFF
 from specchat.core.bench.runner import PreparedPrompt, RssSampler, RunResult
-from specchat.core.types import GenerationParams
+from specchat.core.params import GenerationParams
 
 START_TIMEOUT_S = 180.0
 NGRAM_TYPES = ("ngram-simple", "ngram-map-k", "ngram-mod")

@@ -34,8 +34,9 @@ from specchat.core.bench.runner import (
 )
 from specchat.core.engines.remote import RemoteEngine
 from specchat.core.engines.remote_pair import RemotePair
+from specchat.core.params import GenerationParams
 from specchat.core.reply import Reply
-from specchat.core.types import GenerationParams, Mode
+from specchat.core.types import Mode
 
 __all__ = ["RemoteVariant", "remote_models_info", "remote_variants", "run_remote_bench"]
 

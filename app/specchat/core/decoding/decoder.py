@@ -31,14 +31,8 @@ from specchat.core.decoding.drafters.lookup_proposal import HISTORY
 from specchat.core.decoding.pricing.cost_model import CostModel
 from specchat.core.decoding.runtime import ContextFullError, Logits, ModelRuntime, PrefillCancelled
 from specchat.core.decoding.text_stream import TextStream
-from specchat.core.types import (
-    FinishReason,
-    GenerationParams,
-    GenerationStats,
-    Mode,
-    TokenEvent,
-    Top2,
-)
+from specchat.core.params import GenerationParams
+from specchat.core.types import FinishReason, GenerationStats, Mode, TokenEvent, Top2
 
 CancelCheck = Callable[[], bool]
 

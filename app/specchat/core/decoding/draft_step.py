@@ -41,7 +41,8 @@ from specchat.core.decoding.pricing.risk import (
     opening_risk,
 )
 from specchat.core.decoding.pricing.tuning import FOLLOWED, FOLLOWED_K, OVERDRAW
-from specchat.core.types import GenerationParams, GenerationStats, Mode
+from specchat.core.params import GenerationParams
+from specchat.core.types import GenerationStats, Mode
 
 NOTE_EVERY = 8  # Auto: steps between formatting the reason of an unchanged choice
 Choice = tuple[Drafter | None, Proposal, list[str]]

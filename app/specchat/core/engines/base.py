@@ -17,7 +17,8 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from specchat.core.types import EngineBusyError, GenerationParams, Mode, TokenEvent
+from specchat.core.params import GenerationParams
+from specchat.core.types import EngineBusyError, Mode, TokenEvent
 
 __all__ = ["Cancel", "ChatEngine", "OneReplyAtATime", "cancel_check"]
 

@@ -36,7 +36,8 @@ from specchat.core.gguf.header import GGUFError, GGUFInfo, read_gguf_info
 from specchat.core.machine.backend_info import gpu_offload_supported
 from specchat.core.machine.busy import OthersBetween, threads_beside
 from specchat.core.machine.cpu import cpu_count
-from specchat.core.types import EngineBusyError, GenerationParams, Mode, TokenEvent
+from specchat.core.params import GenerationParams
+from specchat.core.types import EngineBusyError, Mode, TokenEvent
 
 T = TypeVar("T")
 REFIT_S = 0.5  # how often a reply looks again at other programs' CPU use (Engine._fit_threads)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specchat.core.engines.base import Cancel, OneReplyAtATime, cancel_check
+from specchat.core.params import GenerationParams
 from specchat.core.remote.assemble import ReplyAssembler
 from specchat.core.remote.checks import Inconsistent
 from specchat.core.remote.client import RemoteClient
@@ -31,7 +32,7 @@ from specchat.core.remote.metrics import SpecCounters
 from specchat.core.remote.probe import ServerInfo, probe_server, refresh_llama_cpp
 from specchat.core.remote.request import CHAT_PATH, ChatRequest, build_request
 from specchat.core.remote.response import reply_body
-from specchat.core.types import FinishReason, GenerationParams, Mode, TokenEvent
+from specchat.core.types import FinishReason, Mode, TokenEvent
 from specchat.core.units import format_count
 
 __all__ = ["RemoteEngine", "RemoteModelInfo"]

@@ -13,7 +13,8 @@ from typing import Any
 
 from specchat.core.engines.base import Cancel
 from specchat.core.engines.remote import RemoteEngine, RemoteModelInfo
-from specchat.core.types import GenerationParams, Mode, TokenEvent
+from specchat.core.params import GenerationParams
+from specchat.core.types import Mode, TokenEvent
 
 __all__ = ["RemotePair"]
 

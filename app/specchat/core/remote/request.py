@@ -19,9 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specchat.core.params import GenerationParams
 from specchat.core.remote.config import RemoteConfig, ServerKind
 from specchat.core.remote.probe import ServerInfo
-from specchat.core.types import GenerationParams, Mode
+from specchat.core.types import Mode
 
 __all__ = ["ChatRequest", "build_request"]
 

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from specchat.core.decoding.config import RuntimeConfig
+from specchat.core.params import GenerationParams, params_from
 from specchat.core.placement.offload import AUTO, GpuLayers, parse_gpu_layers
 from specchat.core.state.paths import data_dir
-from specchat.core.types import GenerationParams, Mode, params_from
+from specchat.core.types import Mode
 
 SETTINGS_FILE = "settings.json"
 # Each an int, or "auto" (resolved in core/placement/offload.py).

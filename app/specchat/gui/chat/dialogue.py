@@ -15,10 +15,11 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal, Slot
 
 from specchat.core.conversation.text_input import clean_text
+from specchat.core.params import GenerationParams
 from specchat.core.reply import Reply
 from specchat.core.state.history import History
 from specchat.core.state.settings import Settings
-from specchat.core.types import FinishReason, GenerationParams, GenerationStats, Mode, TokenEvent
+from specchat.core.types import FinishReason, GenerationStats, Mode, TokenEvent
 from specchat.gui.chat.message import MessageWidget
 from specchat.gui.chat.view import ChatView
 from specchat.gui.threads.engine import EngineController

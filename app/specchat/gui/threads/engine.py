@@ -18,7 +18,8 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from specchat.core.engines.curve_policy import CurvePolicy
 from specchat.core.engines.local import Engine, Message
-from specchat.core.types import GenerationParams, Mode
+from specchat.core.params import GenerationParams
+from specchat.core.types import Mode
 from specchat.gui.threads.requests import GenerateRequest, LoadRequest
 from specchat.gui.threads.worker import EngineWorker
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from specchat.core.decoding.runtime import RuntimeConfig
 from specchat.core.engines.local import LoadedModelInfo, Message
-from specchat.core.types import GenerationParams, Mode
+from specchat.core.params import GenerationParams
+from specchat.core.types import Mode
 
 
 @dataclass(frozen=True)

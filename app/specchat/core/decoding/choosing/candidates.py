@@ -33,7 +33,8 @@ import numpy as np
 from specchat.core.decoding.choosing.backend_sampler import DIST, TOP_K, BackendSampler, SamplerSpec
 from specchat.core.decoding.choosing.dist import Dist, PatchedRow
 from specchat.core.decoding.choosing.sampling import Warp, sparse_warp
-from specchat.core.types import GenerationParams, Top2
+from specchat.core.params import GenerationParams
+from specchat.core.types import Top2
 
 TOP = "top"  # a TOP_K chain, corrected on the host
 FULL = "full"  # a DIST chain (temperature only), patched at the penalised ids

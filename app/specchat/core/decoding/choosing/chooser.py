@@ -35,7 +35,8 @@ from specchat.core.decoding.choosing.speculative import (
 )
 from specchat.core.decoding.drafters.base import Proposal
 from specchat.core.decoding.runtime import Logits, ModelRuntime
-from specchat.core.types import GenerationParams, Top2
+from specchat.core.params import GenerationParams
+from specchat.core.types import Top2
 
 History = Callable[[Sequence[int]], list[int]]  # tokens after ctx -> the penalty's history
 

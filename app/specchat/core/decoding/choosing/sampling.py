@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from specchat.core.decoding.choosing.dist import Dist, Ids
-from specchat.core.types import GenerationParams, Top2
+from specchat.core.params import GenerationParams
+from specchat.core.types import Top2
 
 Logits = npt.NDArray[np.float32]
 # The greedy draft's confidence is its top token's probability renormalised over the tokens
