@@ -30,6 +30,21 @@ def _prepared(engine, max_tokens: int) -> PreparedPrompt:
     return PreparedPrompt(prompt, engine.template.render(prompt.messages()), tokens, max_tokens)
 
 
+def _server_off(llama_server_bin: Path, engine) -> LlamaServerPeer:
+    """llama-server's plain decoding of the engine's target, as the bench runs it."""
+    return LlamaServerPeer(
+        llama_server_bin,
+        engine.target.path,
+        label="llama.cpp:server-off",
+        spec_args=[],
+        baseline=None,
+        mode="off",
+        threads=engine.target.n_threads,
+        ctx=1024,
+        retokenize=lambda text: engine.target.tokenize(text, add_special=False),
+    )
+
+
 def test_an_ngram_peer_reports_its_drafts(llama_server_bin: Path, engine) -> None:
     prepared = _prepared(engine, 64)
     tokens = prepared.tokens
@@ -69,17 +84,7 @@ def test_a_peer_counts_a_reply_that_ends_by_itself_as_specchat_does(
     events = list(engine.generate_tokens(prepared.tokens, GenerationParams(max_tokens=96), "off"))
     own, text = events[-1], "".join(ev.text for ev in events)
     assert own.finish_reason is FinishReason.STOP  # ended by itself, before max_tokens
-    peer = LlamaServerPeer(
-        llama_server_bin,
-        engine.target.path,
-        label="llama.cpp:server-off",
-        spec_args=[],
-        baseline=None,
-        mode="off",
-        threads=engine.target.n_threads,
-        ctx=1024,
-        retokenize=lambda text: engine.target.tokenize(text, add_special=False),
-    )
+    peer = _server_off(llama_server_bin, engine)
     try:
         r = peer.run(prepared, GenerationParams(max_tokens=96))
     finally:
@@ -195,17 +200,7 @@ def test_a_peers_runs_are_metered_with_its_server_counted_as_the_benchs_own(
     from specchat.core.bench.runner import run_bench
     from specchat.core.bench.suite import Suite
 
-    peer = LlamaServerPeer(
-        llama_server_bin,
-        engine.target.path,
-        label="llama.cpp:server-off",
-        spec_args=[],
-        baseline=None,
-        mode="off",
-        threads=engine.target.n_threads,
-        ctx=1024,
-        retokenize=lambda text: engine.target.tokenize(text, add_special=False),
-    )
+    peer = _server_off(llama_server_bin, engine)
     suite = Suite("one", (BenchPrompt("p", "quote", TEXT, max_tokens=48),), "test")
     try:
         bench = run_bench(engine, suite, ["off"], 1, peers=[peer], warmup=False, redo_busy=0)
